@@ -1,0 +1,29 @@
+# Two set-up commands: `make run` and `make test`. Each creates .venv when needed.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test venv clean
+
+# A CUDA torch already installed for $(PYTHON) is kept: the venv then sees the system
+# site-packages. Otherwise scripts/ensure_torch.py installs the pinned (CPU) build first.
+$(STAMP): pyproject.toml scripts/ensure_torch.py
+	@if $(PYTHON) -c "import torch, sys; sys.exit(0 if torch.version.cuda else 1)" 2>/dev/null; then \
+		echo "using the CUDA torch of $(PYTHON)"; $(PYTHON) -m venv --system-site-packages $(VENV); \
+	else $(PYTHON) -m venv $(VENV); fi
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python scripts/ensure_torch.py
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/llmdissect run quick
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) .llmdissect .pytest_cache

@@ -1,0 +1,3 @@
+from llmdissect.cli.main import run
+
+run()

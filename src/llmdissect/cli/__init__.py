@@ -1,0 +1,1 @@
+"""The `llmdissect` command: one module per subcommand, registered in `main.py`."""

@@ -1,0 +1,43 @@
+"""Entry point: builds the typer app from the subcommand modules and maps errors to exit codes."""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import typer
+
+from llmdissect.errors import EXIT_USER_ERROR, UserError
+
+app = typer.Typer(name="llmdissect", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  help="Measure, dissect and predict the runtime performance of LLM training, fine-tuning, "
+                       "inference and serving.")
+bench_app = typer.Typer(no_args_is_help=True, help="Measure a workload on this machine (one record per run).")
+app.add_typer(bench_app, name="bench")
+
+# Each module has `register(app, bench_app)`. Imports inside the commands stay lazy so
+# that `--help` and the analytical commands start fast.
+COMMAND_MODULES = [
+    "llmdissect.cli.specs_cmd",
+    "llmdissect.cli.results_cmd",
+    "llmdissect.cli.run_cmd",
+]
+for _name in COMMAND_MODULES:
+    importlib.import_module(_name).register(app, bench_app)
+
+
+def run() -> None:
+    """Console-script entry: user errors become one line on stderr and exit 2."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    try:
+        app()
+    except UserError as e:
+        sys.stderr.write(f"error: {e}\n")
+        sys.exit(EXIT_USER_ERROR)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,85 @@
+"""`llmdissect results list|show|export`: read the results store."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
+from llmdissect.cli.output import console, format_value, print_json, table
+
+results_app = typer.Typer(no_args_is_help=True, help="List, show and export stored run records.")
+
+
+def _headline(metrics: dict) -> str:
+    """The first few scalar metrics of a record, for the list view."""
+    parts = []
+    for key, value in metrics.items():
+        if isinstance(value, dict) and "median" in value:
+            value = value["median"]
+            key += "~"
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            parts.append(f"{key}={format_value(float(value))}")
+        if len(parts) == 3:
+            break
+    return " ".join(parts)
+
+
+@results_app.command("list")
+def list_cmd(db: DbPath = DbOpt, kind: Optional[str] = typer.Option(None, help="Only this kind."),
+             suite: Optional[str] = typer.Option(None, help="Only this suite."),
+             status: Optional[str] = typer.Option(None, help="Only this status."),
+             limit: Optional[int] = typer.Option(50, help="The most recent N (0 for all)."),
+             json_out: bool = JsonOpt) -> None:
+    """List stored records, oldest first."""
+    from llmdissect.results.store import open_existing
+
+    with open_existing(db) as store:
+        records = store.query(kind=kind, suite=suite, status=status, limit=limit or None)
+    if json_out:
+        print_json([r.to_dict() for r in records])
+        return
+    rows = [(r.id, r.kind, r.source, r.status, r.suite or "", r.config.get("model", ""), r.started_at[:19],
+             _headline(r.metrics)) for r in records]
+    console.print(table(f"{len(records)} record(s) in {store.path}",
+                        ["id", "kind", "source", "status", "suite", "model", "started (UTC)", "metrics"], rows,
+                        justify_numbers=False))
+
+
+@results_app.command("show")
+def show(run_id: str = typer.Argument(..., help="A run id (or a unique prefix)."), db: DbPath = DbOpt,
+         json_out: bool = JsonOpt) -> None:
+    """Show one record whole."""
+    from llmdissect.results.frame import flatten
+    from llmdissect.results.store import open_existing
+
+    with open_existing(db) as store:
+        record = store.get(run_id)
+    if json_out:
+        print_json(record.to_dict())
+        return
+    head = [(k, getattr(record, k)) for k in ("id", "kind", "source", "status", "suite", "started_at",
+                                              "finished_at", "version", "error")]
+    console.print(table(f"Run {record.id}", ["field", "value"], head, justify_numbers=False))
+    console.print(table("config", ["key", "value"], flatten(record.config).items(), justify_numbers=False))
+    console.print(table("metrics", ["metric", "value"], flatten(record.metrics).items(), justify_numbers=False))
+
+
+@results_app.command("export")
+def export(out: Path = typer.Option(..., "--out", "-o", help="File to write."),
+           fmt: str = typer.Option("jsonl", "--format", "-f", help="jsonl, csv or parquet."),
+           db: DbPath = DbOpt, kind: Optional[str] = typer.Option(None, help="Only this kind."),
+           suite: Optional[str] = typer.Option(None, help="Only this suite.")) -> None:
+    """Export records (config and metrics flattened to columns for csv/parquet)."""
+    from llmdissect.results.export import export_records
+    from llmdissect.results.store import open_existing
+
+    with open_existing(db) as store:
+        records = store.query(kind=kind, suite=suite)
+    n = export_records(records, fmt, out)
+    console.print(f"wrote {n} record(s) to {out}")
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    app.add_typer(results_app, name="results")

@@ -1,0 +1,170 @@
+"""Run a workload function in a fresh child process (or under torchrun for N processes).
+
+The target is `"package.module:function"`, called with one JSON-able config dict; it
+returns a JSON-able dict (rank 0's is kept). A crash, an out-of-memory or a hang becomes a
+ChildResult with status `failed`, `oom` or `timeout`, never an exception in the parent.
+
+Isolation must not change the numbers: the child's thread count is set deliberately
+(`threads`, default: usable cores // processes) so that a child matches an in-process loop.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from llmdissect.specs.hardware import usable_cores
+
+THREADS_ENV = "LLMDISSECT_THREADS"
+STDERR_TAIL_CHARS = 4000
+
+
+@dataclass
+class ChildResult:
+    status: str
+    """ok | failed | oom | timeout"""
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    user_error: bool = False
+    """The child raised UserError: bad input only found at run time (exit 2 material)."""
+    returncode: int | None = None
+    wall_s: float = 0.0
+    output_tail: str = ""
+    rank_errors: dict[int, str] = field(default_factory=dict)
+
+
+def resolve_target(target: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    module, _, name = target.partition(":")
+    if not name:
+        raise ValueError(f"target must be 'module:function', got {target!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def run_inline(target: str, config: dict[str, Any]) -> dict[str, Any]:
+    """The same function in this process (tests, debugging); exceptions propagate."""
+    return resolve_target(target)(config)
+
+
+def default_threads(nproc: int) -> int:
+    return max(1, usable_cores() // max(1, nproc))
+
+
+def _command(target: str, cfg: Path, out: Path, nproc: int, nnodes: int, node_rank: int,
+             rdzv_endpoint: str | None, distributed: bool) -> list[str]:
+    worker = ["-m", "llmdissect.launch.worker", target, str(cfg), str(out)]
+    if nproc == 1 and nnodes == 1 and not distributed:
+        return [sys.executable, *worker]
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}", "--max-restarts=0"]
+    if nnodes == 1 and rdzv_endpoint is None:
+        cmd.append("--standalone")
+    else:
+        cmd += [f"--nnodes={nnodes}", f"--node-rank={node_rank}", "--rdzv-backend=c10d",
+                f"--rdzv-endpoint={rdzv_endpoint or '127.0.0.1:29500'}"]
+    return cmd + worker
+
+
+def _limit_memory(max_memory_bytes: int) -> Callable[[], None]:
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (max_memory_bytes, max_memory_bytes))
+    return apply
+
+
+def run_child(target: str, config: dict[str, Any], *, nproc: int = 1, nnodes: int = 1, node_rank: int = 0,
+              rdzv_endpoint: str | None = None, distributed: bool = False, timeout_s: float | None = None,
+              max_memory_bytes: int | None = None, threads: int | None = None,
+              env: dict[str, str] | None = None, stream_output: bool = False) -> ChildResult:
+    """Run `target(config)` in a child process (`nproc` > 1 or `distributed`: torchrun).
+
+    `max_memory_bytes` caps each process's address space (RLIMIT_AS); a run that hits it
+    is reported as `oom`. `timeout_s` kills the whole process group and reports `timeout`.
+    """
+    threads = threads or default_threads(nproc * nnodes if nnodes > 1 else nproc)
+    with tempfile.TemporaryDirectory(prefix="llmdissect-") as tmp:
+        cfg, out, log = Path(tmp) / "config.json", Path(tmp) / "result.json", Path(tmp) / "output.log"
+        cfg.write_text(json.dumps(config))
+        child_env = {**os.environ, **(env or {}), THREADS_ENV: str(threads), "OMP_NUM_THREADS": str(threads),
+                     "MKL_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+        cmd = _command(target, cfg, out, nproc, nnodes, node_rank, rdzv_endpoint, distributed)
+        t0 = time.perf_counter()
+        with open(log, "wb") as log_file:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=None if stream_output else log_file,
+                                    stderr=None if stream_output else subprocess.STDOUT, env=child_env,
+                                    start_new_session=True,
+                                    preexec_fn=_limit_memory(max_memory_bytes) if max_memory_bytes else None)
+            timed_out = False
+            try:
+                returncode = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(proc)
+                returncode = proc.wait()
+            except BaseException:
+                _kill_group(proc)
+                proc.wait()
+                raise
+        wall = time.perf_counter() - t0
+        tail = log.read_text(errors="replace")[-STDERR_TAIL_CHARS:] if log.exists() else ""
+        rank_errors = _rank_errors(Path(tmp))
+        if timed_out:
+            return ChildResult("timeout", error=f"timed out after {timeout_s:g} s", returncode=returncode,
+                               wall_s=wall, output_tail=tail, rank_errors=rank_errors)
+        payload = json.loads(out.read_text()) if out.exists() else None
+        return _classify(payload, returncode, wall, tail, rank_errors)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _rank_errors(tmp: Path) -> dict[int, str]:
+    errors = {}
+    for f in tmp.glob("result.json.rank*"):
+        data = json.loads(f.read_text())
+        errors[int(f.name.rsplit("rank", 1)[1])] = data.get("error", "")
+    return errors
+
+
+def _classify(payload: dict | None, returncode: int, wall: float, tail: str,
+              rank_errors: dict[int, str]) -> ChildResult:
+    if payload is not None and payload.get("status") == "ok" and returncode == 0:
+        return ChildResult("ok", result=payload.get("result"), returncode=0, wall_s=wall, output_tail=tail)
+    if payload is not None and payload.get("status") in ("failed", "oom"):
+        error = payload.get("error") or ""
+        if "Root Cause" in tail and "rank 0 " not in _exit_summary(returncode, tail):
+            error = f"{_exit_summary(returncode, tail)}; rank 0 then saw: {error[:300]}"
+        return ChildResult(payload["status"], error=error, user_error=payload.get("user_error", False),
+                           returncode=returncode, wall_s=wall, output_tail=tail, rank_errors=rank_errors)
+    statuses = {"oom" if "out of memory" in e.lower() or "MemoryError" in e else "failed" for e in rank_errors.values()}
+    if rank_errors:
+        rank, msg = sorted(rank_errors.items())[0]
+        status = "oom" if "oom" in statuses else "failed"
+        return ChildResult(status, error=f"rank {rank}: {msg}", returncode=returncode, wall_s=wall,
+                           output_tail=tail, rank_errors=rank_errors)
+    if returncode == -signal.SIGKILL or returncode == 128 + signal.SIGKILL:
+        return ChildResult("oom", error="killed by SIGKILL (most likely the system's out-of-memory killer)",
+                           returncode=returncode, wall_s=wall, output_tail=tail)
+    return ChildResult("failed", error=_exit_summary(returncode, tail), returncode=returncode,
+                       wall_s=wall, output_tail=tail)
+
+
+def _exit_summary(returncode: int, tail: str) -> str:
+    """One line: torchrun's root cause (rank and exit code) when it gave one, else the last line."""
+    if "Root Cause" in tail:
+        cause = tail.split("Root Cause", 1)[1]
+        rank = next((l.split(":", 1)[1].strip() for l in cause.splitlines() if l.strip().startswith("rank")), "?")
+        code = next((l.split(":", 1)[1].strip() for l in cause.splitlines() if l.strip().startswith("exitcode")), "?")
+        return f"rank {rank} died with exit code {code}; the run was stopped"
+    last = tail.strip().splitlines()[-1] if tail.strip() else "no output"
+    return f"child exited with code {returncode}: {last}"

@@ -1,0 +1,183 @@
+"""The embedded results store: one SQLite file, WAL mode, versioned schema.
+
+Each record is written in one transaction when its run ends, so a process killed at any
+moment leaves every earlier record intact. A file that is not one of our databases is
+never overwritten: opening it is a UserError.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+
+from llmdissect.errors import UserError
+from llmdissect.paths import default_db_path
+from llmdissect.results.schema import RunRecord
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+# Each entry moves the schema from version i to i + 1. Append, never edit.
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        source TEXT NOT NULL,
+        status TEXT NOT NULL,
+        suite TEXT,
+        started_at TEXT NOT NULL,
+        finished_at TEXT,
+        version TEXT NOT NULL,
+        record_json TEXT NOT NULL
+    );
+    CREATE INDEX runs_kind ON runs(kind);
+    CREATE INDEX runs_suite ON runs(suite);
+    CREATE INDEX runs_started ON runs(started_at);
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class ResultStore:
+    """Records in one SQLite file. Safe for concurrent writers (WAL + busy timeout)."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection):
+        self.path = path
+        self._conn = conn
+
+    # ---- writing --------------------------------------------------------------------
+    def add(self, record: RunRecord) -> str:
+        """Write one record in its own transaction; returns its id."""
+        row = (record.id, record.kind, record.source, record.status, record.suite,
+               record.started_at, record.finished_at, record.version, record.to_json())
+        try:
+            with self._conn:
+                self._conn.execute("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?)", row)
+        except sqlite3.Error as e:
+            raise UserError(f"cannot write to results database {self.path}: {e}") from None
+        return record.id
+
+    # ---- reading --------------------------------------------------------------------
+    def get(self, run_id: str) -> RunRecord:
+        rows = self._conn.execute("SELECT record_json FROM runs WHERE id = ? OR id LIKE ?",
+                                  (run_id, run_id + "%")).fetchall()
+        if not rows:
+            raise UserError(f"no run with id {run_id!r} in {self.path}")
+        if len(rows) > 1:
+            raise UserError(f"id prefix {run_id!r} matches {len(rows)} runs; give more characters")
+        return RunRecord.from_dict(json.loads(rows[0][0]))
+
+    def query(self, *, kind: str | None = None, suite: str | None = None, status: str | None = None,
+              since: str | None = None, ids: Iterable[str] | None = None, limit: int | None = None) -> list[RunRecord]:
+        """Records matching every filter given, oldest first."""
+        where, args = [], []
+        for column, value in (("kind", kind), ("suite", suite), ("status", status)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        if since is not None:
+            where.append("started_at >= ?")
+            args.append(since)
+        if ids is not None:
+            ids = list(ids)
+            where.append(f"id IN ({','.join('?' * len(ids))})" if ids else "0")
+            args.extend(ids)
+        sql = "SELECT record_json FROM runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        if limit is None:
+            sql += " ORDER BY started_at, rowid"
+            return [RunRecord.from_dict(json.loads(r[0])) for r in self._conn.execute(sql, args)]
+        sql += f" ORDER BY started_at DESC, rowid DESC LIMIT {int(limit)}"
+        rows = self._conn.execute(sql, args).fetchall()
+        return [RunRecord.from_dict(json.loads(r[0])) for r in reversed(rows)]
+
+    def count(self) -> int:
+        return self._conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> "ResultStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _check_existing_file(path: Path) -> None:
+    if path.is_dir():
+        raise UserError(f"results database path is a directory: {path}")
+    if path.exists() and path.stat().st_size > 0:
+        with open(path, "rb") as f:
+            header = f.read(len(SQLITE_HEADER))
+        if header != SQLITE_HEADER:
+            raise UserError(f"{path} is not a llm-dissect results database (not SQLite); it was left untouched")
+
+
+def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if tables and "schema_version" not in tables:
+        raise UserError(f"{path} is an SQLite file but not a llm-dissect results database; it was left untouched")
+    with conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        row = conn.execute("SELECT version FROM schema_version").fetchone()
+        current = row[0] if row else 0
+        if current > SCHEMA_VERSION:
+            raise UserError(f"{path} was written by a newer llm-dissect (schema {current} > {SCHEMA_VERSION})")
+        for sql in MIGRATIONS[current:]:
+            for statement in filter(str.strip, sql.split(";")):
+                conn.execute(statement)
+        if row is None:
+            conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
+        else:
+            conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+
+
+def open_store(path: str | os.PathLike | None = None) -> ResultStore:
+    """Open (creating when needed) the store at `path` or the default location.
+
+    Raises UserError for a path that cannot be written, a file that is not ours, or a
+    corrupted database; none of these touches the file.
+    """
+    path = Path(path) if path is not None else default_db_path()
+    _check_existing_file(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create the folder of results database {path}: {e.strerror}") from None
+    try:
+        conn = sqlite3.connect(str(path), timeout=30.0)
+        conn.execute("PRAGMA busy_timeout = 30000")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        _migrate(conn, path)
+        conn.execute("SELECT COUNT(*) FROM runs").fetchone()
+    except sqlite3.DatabaseError as e:
+        raise UserError(f"cannot use results database {path}: {e}; the file was left untouched") from None
+    return ResultStore(path, conn)
+
+
+def open_existing(path: str | os.PathLike | None = None) -> ResultStore:
+    """Open a store that must already exist (for reading commands)."""
+    path = Path(path) if path is not None else default_db_path()
+    if not path.exists():
+        raise UserError(f"results database not found: {path} (run something first, or pass --db)")
+    return open_store(path)
+
+
+def check_writable(path: str | os.PathLike | None = None) -> Path:
+    """Fail early (before any long run) when the store cannot be written."""
+    store = open_store(path)
+    try:
+        with store._conn:
+            store._conn.execute("CREATE TEMP TABLE IF NOT EXISTS _probe (x)")
+        store._conn.execute("BEGIN IMMEDIATE")
+        store._conn.execute("ROLLBACK")
+    except sqlite3.Error as e:
+        raise UserError(f"results database {store.path} is not writable: {e}") from None
+    finally:
+        store.close()
+    return Path(store.path)

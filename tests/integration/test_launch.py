@@ -1,0 +1,39 @@
+"""The launcher: a crash, an out-of-memory or a hang becomes a status, never a lost run."""
+import time
+
+import pytest
+
+from llmdissect.launch import run_child
+
+PROBES = "llmdissect.launch.probes"
+
+
+def test_child_returns_result_and_sets_threads():
+    r = run_child(f"{PROBES}:echo", {"x": [1, 2]}, threads=1)
+    assert r.status == "ok" and r.result["config"] == {"x": [1, 2]} and r.result["threads"] == 1
+
+
+def test_timeout_kills_the_child():
+    t0 = time.perf_counter()
+    r = run_child(f"{PROBES}:sleep", {"seconds": 60}, timeout_s=3)
+    assert r.status == "timeout" and time.perf_counter() - t0 < 20
+
+
+def test_memory_limit_gives_oom():
+    r = run_child(f"{PROBES}:allocate", {"bytes": 6 * 2**30}, max_memory_bytes=3 * 2**30)
+    assert r.status == "oom", (r.status, r.error)
+
+
+def test_failure_and_user_error():
+    r = run_child(f"{PROBES}:fail", {"message": "boom"})
+    assert r.status == "failed" and "boom" in r.error and not r.user_error
+    r = run_child(f"{PROBES}:fail", {"user_error": True, "message": "bad option"})
+    assert r.status == "failed" and r.user_error and r.error == "bad option"
+
+
+@pytest.mark.slow
+def test_torchrun_two_processes_and_a_dying_rank():
+    r = run_child(f"{PROBES}:all_reduce", {}, nproc=2, timeout_s=120)
+    assert r.status == "ok" and r.result == {"sum": 3.0, "world_size": 2}
+    r = run_child(f"{PROBES}:all_reduce", {"die_rank": 1}, nproc=2, timeout_s=120)
+    assert r.status == "failed" and "rank 1" in r.error

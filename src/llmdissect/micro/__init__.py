@@ -1,0 +1,1 @@
+"""Micro-benchmarks: operators at a model's shapes, collectives, machine ceilings."""

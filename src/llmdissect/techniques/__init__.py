@@ -1,0 +1,1 @@
+"""Techniques: small toggles applied to a model (quantization, attention, recompute, LoRA, ...)."""

@@ -1,0 +1,90 @@
+"""`llmdissect bench comm`: collective bandwidth with nccl-tests semantics, over torch.distributed."""
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
+
+
+def comm(
+    nproc: int = typer.Option(2, help="Processes on this node (one per GPU with nccl)."),
+    ops: str = typer.Option("all_reduce", help="Comma-separated: all_reduce, all_gather, reduce_scatter, "
+                                               "broadcast, reduce, all_to_all, send_recv, or 'all'."),
+    min_bytes: str = typer.Option("1K", help="Smallest size (nccl-tests' size; 1K = 1024 bytes)."),
+    max_bytes: str = typer.Option("64M", help="Largest size."),
+    factor: float = typer.Option(2.0, help="Each size is the previous one times this."),
+    dtype: str = typer.Option("fp32", help="fp32 | bf16 | fp16."),
+    iters: int = typer.Option(20, help="Timed iterations per size (each checked for correctness)."),
+    warmup: int = typer.Option(5, help="Untimed iterations before them."),
+    backend: Optional[str] = typer.Option(None, help="gloo | nccl (default: nccl where CUDA is available)."),
+    nnodes: int = typer.Option(1, help="Nodes (run the same command on each)."),
+    node_rank: int = typer.Option(0, help="This node's rank (0 reports the rows)."),
+    rdzv_endpoint: Optional[str] = typer.Option(None, help="HOST:PORT of the rendezvous, for --nnodes > 1."),
+    timeout_s: float = typer.Option(900.0, help="Stop the whole run (every rank) after this long."),
+    profile: bool = typer.Option(True, help="Store the alpha-beta fits in this machine's calibration profile."),
+    db: DbPath = DbOpt,
+    json_out: bool = JsonOpt,
+    check_offset: Optional[float] = typer.Option(None, hidden=True, help="Test hook: shift expected values."),
+    die_rank: Optional[int] = typer.Option(None, hidden=True, help="Test hook: this rank exits mid-run."),
+) -> None:
+    """Time collectives for a range of sizes; check every result; fit latency and bandwidth."""
+    from llmdissect.cli.recording import finish
+    from llmdissect.micro.comm_run import CommRequest, build_config, run_comm, store_fits
+    from llmdissect.results.store import check_writable
+
+    req = CommRequest(ops=ops, min_bytes=min_bytes, max_bytes=max_bytes, factor=factor, dtype=dtype, iters=iters,
+                      warmup=warmup, backend=backend, nproc=nproc, nnodes=nnodes, node_rank=node_rank,
+                      rdzv_endpoint=rdzv_endpoint, timeout_s=timeout_s,
+                      hooks={"check_offset": check_offset, "die_rank": die_rank})
+    config = build_config(req)
+    db_path = check_writable(db)
+    record, child = run_comm(config, req)
+    profile_path = store_fits(record) if profile else None
+    finish(record, db_path, json_out, lambda r: show(r, profile_path), user_error=child.user_error)
+
+
+def show(record, profile_path=None) -> None:
+    """nccl-tests' table per operator, the average bus bandwidth and the fits."""
+    from llmdissect.cli.output import console, table
+
+    m, c = record.metrics, record.config
+    rows = m.get("rows") or []
+    if not rows:
+        console.print(f"node {m.get('node_rank', '?')} finished its ranks; node 0 reports the rows")
+        return
+    console.print(f"# {c['backend']}, {c['world_size']} ranks ({c['nnodes']} node(s)), {c['dtype']}, "
+                  f"{c['iters']} iterations after {c['warmup']} warm-up; time = median over iterations of the "
+                  f"slowest rank; every result checked")
+    for op in dict.fromkeys(r["op"] for r in rows):
+        mine = [r for r in rows if r["op"] == op]
+        placements = list(dict.fromkeys(r["placement"] for r in mine))
+        cols = ["size (B)", "count", "type", "redop", "root"]
+        for p in placements:
+            cols += [f"{p} (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong"]
+        lines = []
+        for size in dict.fromkeys(r["size_bytes"] for r in mine):
+            first = next(r for r in mine if r["size_bytes"] == size)
+            line = [size, first["count"], first["dtype"], first["redop"], "-" if first["root"] is None else first["root"]]
+            for p in placements:
+                r = next(x for x in mine if x["size_bytes"] == size and x["placement"] == p)
+                line += [f"{r['time_s']['median'] * 1e6:.1f}", f"{r['algbw_bytes_per_s'] / 1e9:.3f}",
+                         f"{r['busbw_bytes_per_s'] / 1e9:.3f}", r["wrong"]]
+            lines.append(line)
+        console.print(table(f"{op} (busbw factor {mine[0]['busbw_factor']:.4g})", cols, lines))
+    console.print(f"# Avg bus bandwidth: {m['avg_busbw_bytes_per_s'] / 1e9:.4g} GB/s (mean over all rows)")
+    fits = m.get("fits") or {}
+    if fits:
+        console.print(table("Alpha-beta fit: time = alpha + beta x size",
+                            ["op", "alpha (us)", "1/beta (GB/s)", "rms error", "max error", "sizes"],
+                            [(op, f"{f['alpha_s'] * 1e6:.1f}",
+                              f"{1 / f['beta_s_per_byte'] / 1e9:.3f}" if f["beta_s_per_byte"] > 0 else "-",
+                              f"{f['fit_error']:.1%}", f"{f['fit_max_error']:.1%}", f["points"])
+                             for op, f in fits.items()]))
+    if profile_path:
+        console.print(f"fits stored in {profile_path}")
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    bench_app.command("comm")(comm)

@@ -1,0 +1,182 @@
+"""The parent side of a collective benchmark: check the request, launch the ranks under
+torchrun (with a progress bar fed by rank 0), build the `comm` record, fit alpha and beta,
+and store the fits in the calibration profile. Used by `bench comm` and the quick suite.
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llmdissect.errors import UserError
+from llmdissect.micro.collectives import (BACKENDS, DTYPES, buffer_bytes_per_rank, check_dtype, parse_ops,
+                                          parse_size, size_sweep)
+
+TARGET = "llmdissect.micro.comm:run"
+HOOKS = ("check_offset", "die_rank", "die_after_rows")
+
+
+@dataclass
+class CommRequest:
+    """What the user asked for, before validation (strings as typed on the command line)."""
+
+    ops: str = "all_reduce"
+    min_bytes: str = "1K"
+    max_bytes: str = "64M"
+    factor: float = 2.0
+    dtype: str = "fp32"
+    iters: int = 20
+    warmup: int = 5
+    backend: str | None = None
+    """gloo | nccl; None: nccl where CUDA is available, else gloo."""
+    nproc: int = 2
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
+    timeout_s: float = 900.0
+    hooks: dict[str, Any] = field(default_factory=dict)
+    """Test hooks passed to the ranks (see llmdissect.micro.comm): never set by users."""
+
+
+def build_config(req: CommRequest) -> dict[str, Any]:
+    """The validated run config (UserError on bad input, before anything is launched)."""
+    ops = parse_ops(req.ops)
+    lo, hi = parse_size(req.min_bytes), parse_size(req.max_bytes)
+    sizes = size_sweep(lo, hi, req.factor)
+    check_dtype(req.dtype)
+    if req.iters < 1 or req.warmup < 0:
+        raise UserError(f"bad --iters {req.iters} / --warmup {req.warmup}: need iters >= 1 and warmup >= 0")
+    if req.nproc < 1 or req.nnodes < 1 or not 0 <= req.node_rank < req.nnodes:
+        raise UserError(f"bad process layout: --nproc {req.nproc}, --nnodes {req.nnodes}, --node-rank {req.node_rank}")
+    world = req.nproc * req.nnodes
+    if world < 2:
+        raise UserError("a collective needs at least 2 processes: use --nproc 2 or more")
+    if req.nnodes > 1 and not req.rdzv_endpoint:
+        raise UserError("--nnodes above 1 needs --rdzv-endpoint HOST:PORT (the same on every node)")
+    if req.timeout_s <= 0:
+        raise UserError(f"bad --timeout-s {req.timeout_s:g}: must be above 0")
+    backend, hardware = _check_backend(req.backend, req.nproc)
+    if backend == "gloo":
+        from llmdissect.specs.hardware import total_memory_bytes
+
+        need = buffer_bytes_per_rank(ops, hi, DTYPES[req.dtype], world) * req.nproc
+        if need > 0.8 * total_memory_bytes():
+            raise UserError(f"--max-bytes {req.max_bytes} needs about {need / 2**30:.1f} GiB of buffers for "
+                            f"{req.nproc} processes, more than this machine's memory allows; lower --max-bytes")
+    config = {"hardware": hardware, "backend": backend, "nproc": req.nproc, "nnodes": req.nnodes,
+              "world_size": world, "ops": ops, "min_bytes": lo, "max_bytes": hi, "factor": req.factor,
+              "dtype": req.dtype, "iters": req.iters, "warmup": req.warmup}
+    config.update({k: v for k, v in req.hooks.items() if k in HOOKS and v is not None})
+    return config
+
+
+def _check_backend(backend: str | None, nproc: int) -> tuple[str, str]:
+    """(backend, hardware name): nccl needs CUDA and a GPU per local process."""
+    import torch
+    import torch.distributed as dist
+
+    if backend is None:
+        backend = "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
+    if backend not in BACKENDS:
+        raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if not dist.is_available():
+        raise UserError("this torch build has no torch.distributed")
+    if backend == "gloo":
+        return backend, "cpu"
+    if not torch.cuda.is_available() or not dist.is_nccl_available():
+        raise UserError("backend nccl needs CUDA GPUs and a torch build with NCCL; none here (use --backend gloo)")
+    if nproc > torch.cuda.device_count():
+        raise UserError(f"--nproc {nproc} with nccl needs {nproc} GPUs; this node has {torch.cuda.device_count()}")
+    return backend, torch.cuda.get_device_name(0)
+
+
+def run_comm(config: dict[str, Any], req: CommRequest, progress: bool = True):
+    """Launch the ranks and return (record, child). The record is built whatever the outcome."""
+    from llmdissect.launch import run_child
+    from llmdissect.measure.env import capture_device_env
+    from llmdissect.results.recording import record_from_child
+    from llmdissect.results.schema import utc_now
+
+    started = utc_now()
+    sizes = size_sweep(config["min_bytes"], config["max_bytes"], config["factor"])
+    with tempfile.TemporaryDirectory(prefix="llmdissect-comm-") as tmp:
+        child_config = {**config, "sizes": sizes, "collective_timeout_s": req.timeout_s,
+                        "progress_path": str(Path(tmp) / "progress.json")}
+        launch = dict(nproc=req.nproc, nnodes=req.nnodes, node_rank=req.node_rank, rdzv_endpoint=req.rdzv_endpoint,
+                      distributed=True, timeout_s=req.timeout_s)
+        child = _with_progress(lambda: run_child(TARGET, child_config, **launch),
+                               Path(child_config["progress_path"]), progress)
+    if child.status != "ok" and req.node_rank > 0 and child.returncode == 0:
+        # the rows are written on the node of global rank 0; this node's ranks ended well
+        from llmdissect.launch import ChildResult
+
+        child = ChildResult("ok", result={"metrics": {"rows": [], "node_rank": req.node_rank}}, returncode=0,
+                            wall_s=child.wall_s)
+    record = record_from_child("comm", config, child, capture_device_env(), started_at=started)
+    if record.status == "ok" and record.metrics.get("rows"):
+        add_summary(record.metrics)
+    return record, child
+
+
+def add_summary(metrics: dict[str, Any]) -> None:
+    """`avg_busbw_bytes_per_s` (nccl-tests' "Avg bus bandwidth": the mean busbw of all rows)
+    and `fits` (alpha-beta per operator, llmdissect.micro.comm_fit)."""
+    from llmdissect.micro.comm_fit import fit_rows
+
+    rows = metrics["rows"]
+    metrics["avg_busbw_bytes_per_s"] = sum(r["busbw_bytes_per_s"] for r in rows) / len(rows)
+    metrics["fits"] = {op: fit.to_dict() for op, fit in fit_rows(rows).items()}
+
+
+def store_fits(record, path: str | Path | None = None, only_missing: bool = False) -> Path | None:
+    """Write the record's fits into the calibration profile's `collectives.<backend>.<op>`.
+    `only_missing`: leave operators that already have a fit alone (the quick suite's way)."""
+    from llmdissect.calibration import load_profile, update_profile
+
+    fits = record.metrics.get("fits") or {}
+    backend = record.config["backend"]
+    if only_missing:
+        have = load_profile(path).get("collectives", {}).get(backend, {})
+        fits = {op: f for op, f in fits.items() if op not in have}
+    if record.status != "ok" or not fits:
+        return None
+    link = "intra-node" if record.config["nnodes"] == 1 else "inter-node"
+    entries = {op: {**f, "nproc": record.config["world_size"], "nnodes": record.config["nnodes"], "link": link,
+                    "dtype": record.config["dtype"], "hardware": record.config["hardware"],
+                    "record_id": record.id, "measured_at": record.finished_at} for op, f in fits.items()}
+    return update_profile({"collectives": {backend: entries}}, path)
+
+
+def _with_progress(launch, progress_file: Path, show: bool):
+    """Run `launch()` here (so Ctrl-C still stops the ranks) while a thread moves a rich
+    progress bar on stderr after rank 0's progress file."""
+    if not show:
+        return launch()
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from llmdissect.cli.output import err_console
+
+    stop = threading.Event()
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} rows"),
+                  TimeElapsedColumn(), console=err_console, transient=True) as bar:
+        task = bar.add_task("comm: starting ranks", total=None)
+
+        def follow() -> None:
+            while not stop.wait(0.25):
+                try:
+                    state = json.loads(progress_file.read_text())
+                except (OSError, ValueError):
+                    continue
+                bar.update(task, total=state["total"], completed=state["done"],
+                           description=f"comm: {state['current']}")
+
+        thread = threading.Thread(target=follow, daemon=True)
+        thread.start()
+        try:
+            return launch()
+        finally:
+            stop.set()
+            thread.join()

@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "llmdissect.cli.results_cmd",
     "llmdissect.cli.run_cmd",
     "llmdissect.cli.comm_cmd",
+    "llmdissect.cli.serve_cmd",
 ]
 for _name in COMMAND_MODULES:
     importlib.import_module(_name).register(app, bench_app)

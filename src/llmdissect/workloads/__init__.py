@@ -1,0 +1,1 @@
+"""Workloads: what is measured (training, inference, serving), apart from how it is launched."""

@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "llmdissect.cli.specs_cmd",
     "llmdissect.cli.results_cmd",
     "llmdissect.cli.run_cmd",
+    "llmdissect.cli.infer_cmd",
     "llmdissect.cli.comm_cmd",
     "llmdissect.cli.serve_cmd",
 ]

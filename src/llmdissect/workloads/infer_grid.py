@@ -1,0 +1,110 @@
+"""Grid points of offline inference and how one point becomes a record (parent side).
+
+Shared by `llmdissect bench infer` and the quick suite: validate the whole grid before
+anything runs, record unsupported points as `skipped` with their reason, run the others
+each in a fresh child process (`launch.run_child`) with a timeout.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Iterable
+
+from llmdissect.errors import UserError
+
+TARGET = "llmdissect.workloads.infer:run"
+CACHES = ("dynamic", "static")
+DEFAULT_TIMEOUT_S = 1800.0
+
+
+def parse_list(text: str | Iterable[Any], option: str, kind: type = int) -> list[Any]:
+    """`"1,2,4"` -> [1, 2, 4] (positive ints), or a list of names; one clear error otherwise."""
+    items = [s.strip() for s in text.split(",")] if isinstance(text, str) else [str(s).strip() for s in text]
+    items = [s for s in items if s]
+    if not items:
+        raise UserError(f"{option} needs at least one value")
+    if kind is str:
+        return list(dict.fromkeys(items))
+    try:
+        values = [int(s) for s in items]
+    except ValueError:
+        raise UserError(f"{option} takes comma-separated whole numbers, got {text!r}") from None
+    if any(v <= 0 for v in values):
+        raise UserError(f"{option} values must be positive, got {text!r}")
+    return list(dict.fromkeys(values))
+
+
+def local_device(requested: str) -> tuple[str, str]:
+    """(torch device, hardware name for the record) without importing torch: a GPU is used
+    when nvidia-smi lists one (`auto`), `cpu` otherwise."""
+    from llmdissect.measure.env import nvidia_smi
+
+    if requested not in ("auto", "cpu", "cuda"):
+        raise UserError(f"unknown device {requested!r}; choose auto, cpu or cuda")
+    gpus = nvidia_smi()
+    if requested == "cuda" and not gpus:
+        raise UserError("--device cuda asked for, but no NVIDIA GPU is visible on this machine")
+    if requested == "cpu" or not gpus:
+        return "cpu", "cpu"
+    return "cuda", gpus[0]["name"]
+
+
+def expand_grid(*, model: str, batch: list[int], input_len: list[int], output_len: list[int], dtype: str,
+                attn: str, cache: list[str], quant: list[str], compile: bool, warmup: int, repeats: int,
+                seed: int = 0, device: str = "auto") -> list[dict[str, Any]]:
+    """Every combination as a config (the shared `infer` keys plus warmup, repeats, seed,
+    device); input errors raise UserError before anything runs."""
+    from llmdissect.dtypes import check_compute_dtype
+    from llmdissect.modeling import ATTN_IMPLS
+    from llmdissect.specs import get_model
+    from llmdissect.techniques.quantization import check_quant
+
+    spec = get_model(model)
+    check_compute_dtype(dtype)
+    if attn not in ATTN_IMPLS:
+        raise UserError(f"unknown attention {attn!r}; choose one of {', '.join(ATTN_IMPLS)}")
+    for c in cache:
+        if c not in CACHES:
+            raise UserError(f"unknown cache {c!r}; choose one of {', '.join(CACHES)}")
+    for q in quant:
+        check_quant(q)
+    if warmup < 0 or repeats < 1:
+        raise UserError(f"--warmup must be >= 0 and --repeats >= 1, got {warmup} and {repeats}")
+    longest = max(input_len) + max(output_len)
+    if longest > spec.max_position_embeddings:
+        raise UserError(f"input_len + output_len = {longest} exceeds {spec.name}'s "
+                        f"max_position_embeddings ({spec.max_position_embeddings})")
+    dev, hardware = local_device(device)
+    points = []
+    for q, c, b, i, o in itertools.product(quant, cache, batch, input_len, output_len):
+        points.append({"model": model, "hardware": hardware, "batch": b, "input_len": i, "output_len": o,
+                       "dtype": dtype, "attn": attn, "cache": c, "quant": q, "compile": compile,
+                       "warmup": warmup, "repeats": repeats, "seed": seed, "device": dev})
+    return points
+
+
+def skip_reason(config: dict[str, Any]) -> str | None:
+    """Why this point cannot run on this device, or None."""
+    from llmdissect.modeling import check_attn
+    from llmdissect.techniques.quantization import unsupported_reason
+
+    try:
+        check_attn(config["attn"], config["device"])
+    except UserError as e:
+        return str(e)
+    return unsupported_reason(config["quant"], config["device"], config["dtype"])
+
+
+def run_point(config: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S):
+    """One grid point as a RunRecord: `skipped` with its reason, or measured in a child
+    (ok, failed, oom or timeout). Returns (record, user_error)."""
+    from llmdissect.launch import run_child
+    from llmdissect.measure.env import capture_env
+    from llmdissect.results.recording import record_from_child
+    from llmdissect.results.schema import RunRecord, utc_now
+
+    reason = skip_reason(config)
+    if reason:
+        return RunRecord(kind="infer", config=config, env=capture_env()).finish("skipped", reason), True
+    started = utc_now()
+    child = run_child(TARGET, config, timeout_s=timeout_s)
+    return record_from_child("infer", config, child, capture_env(), started_at=started), child.user_error

@@ -1,0 +1,137 @@
+"""Activation bytes of a Llama decoder, tensor by tensor, as transformers' Llama saves them.
+
+Derived from the autograd graph of `LlamaDecoderLayer` (transformers 5) and checked against
+the live tensors of real training steps (tests/unit/test_perfmodel_activations.py). With b
+micro-batch, s sequence, h hidden, f intermediate, a heads, e bytes of the compute dtype,
+d_q = a x head_dim and d_kv = kv_heads x head_dim, one layer keeps for backward:
+
+- residual stream: the mid-layer and output residuals, 2 b s h e (its input is the previous
+  layer's output, or the embedding output for the first layer);
+- each of the two RMSNorms: its input in fp32 (a copy only when e < 4), the normalized
+  tensor and its output: 8 b s h bytes for fp32 and bf16 alike, plus rsqrt (b s, fp32);
+- attention inputs after RoPE: q, k, v, b s (d_q + 2 d_kv) e (RoPE multiplies by constant
+  cos/sin, so it saves nothing of its own);
+- eager attention: k and v repeated to every query head (2 b s d_q e, when kv_heads <
+  heads), the softmax output b a s^2 in fp32 (plus a cast copy when e < 4), and the
+  contiguous attention output b s d_q e;
+- SDPA / FlashAttention: the output b s d_q e and the log-sum-exp b a s (fp32); no s x s
+  buffer (Dao et al., arXiv 2205.14135);
+- SwiGLU MLP: gate, silu(gate), up and their product, 4 b s f e. No dropout anywhere.
+
+Tensor parallelism (Megatron, Korthikanti et al. arXiv 2205.05198) splits the attention and
+MLP tensors over `tp`; norms and residuals stay whole (no sequence parallelism modelled).
+Selective recomputation drops the s x s softmax output; full recomputation keeps only each
+layer's input and rebuilds one layer at a time in backward. Functions take scalars or numpy
+arrays; `eager` and flags are 0/1.
+"""
+from __future__ import annotations
+
+from llmdissect.specs.models import ModelSpec
+
+RECOMPUTES = ("none", "selective", "full")
+ATTNS = ("eager", "sdpa", "flash")
+
+
+def residual_bytes_per_layer(m: ModelSpec, b, s, e):
+    """Mid-layer and output residuals: 2 b s h e."""
+    return 2 * b * s * m.hidden_size * e
+
+
+def rmsnorm_bytes(m: ModelSpec, b, s, e):
+    """One RMSNorm: fp32 input copy (when e < 4), normalized tensor and output, rsqrt (fp32)."""
+    per_element = 2 * e + (e < 4) * 4
+    return b * s * m.hidden_size * per_element + b * s * 4
+
+
+def qkv_bytes(m: ModelSpec, b, s, e, tp=1):
+    """q, k, v after RoPE: b s (d_q + 2 d_kv) e / tp."""
+    return b * s * (m.q_dim + 2 * m.kv_dim) * e / tp
+
+
+def eager_attention_bytes(m: ModelSpec, b, s, e, tp=1, keep_scores=1):
+    """Eager attention: repeated k/v, softmax output (fp32 + cast copy), contiguous output."""
+    repeat = (m.num_heads > m.num_kv_heads) * 2 * b * s * m.q_dim * e
+    scores = keep_scores * b * m.num_heads * s * s * (4 + (e < 4) * e)
+    return (repeat + scores + b * s * m.q_dim * e) / tp
+
+
+def fused_attention_bytes(m: ModelSpec, b, s, e, tp=1):
+    """SDPA / FlashAttention: the output and the fp32 log-sum-exp per row and head."""
+    return (b * s * m.q_dim * e + b * m.num_heads * s * 4) / tp
+
+
+def mlp_bytes(m: ModelSpec, b, s, e, tp=1):
+    """SwiGLU: gate, silu(gate), up and silu(gate) * up, 4 b s f e / tp."""
+    return 4 * b * s * m.intermediate_size * e / tp
+
+
+def layer_activation_bytes(m: ModelSpec, b, s, e, eager, tp=1, selective=0):
+    """Everything one decoder layer saves for backward (no full recomputation)."""
+    attention = (eager * eager_attention_bytes(m, b, s, e, tp, keep_scores=1 - selective)
+                 + (1 - eager) * fused_attention_bytes(m, b, s, e, tp))
+    return (residual_bytes_per_layer(m, b, s, e) + 2 * rmsnorm_bytes(m, b, s, e) + qkv_bytes(m, b, s, e, tp)
+            + attention + mlp_bytes(m, b, s, e, tp))
+
+
+def checkpointed_layer_bytes(m: ModelSpec, b, s, e):
+    """Full recomputation: a layer keeps only its output (the next layer's checkpointed input)."""
+    return b * s * m.hidden_size * e
+
+
+def saved_layer_bytes(m: ModelSpec, b, s, e, eager, recompute_level, tp=1):
+    """Bytes a layer keeps until its backward: level 0 none, 1 selective, 2 full."""
+    full = (recompute_level >= 2) * 1
+    kept = layer_activation_bytes(m, b, s, e, eager, tp, selective=(recompute_level == 1) * 1)
+    return full * checkpointed_layer_bytes(m, b, s, e) + (1 - full) * kept
+
+
+def embedding_output_bytes(m: ModelSpec, b, s, e):
+    """The embedding output: the first layer's input."""
+    return b * s * m.hidden_size * e
+
+
+def rope_table_bytes(m: ModelSpec, s, e):
+    """cos and sin for the sequence, shared by every layer: 2 s head_dim e."""
+    return 2 * s * m.head_dim * e
+
+
+def logits_bytes(m: ModelSpec, b, s, e):
+    """The logits (b s V e, returned to the caller), their fp32 copy for the loss when
+    e < 4, and the fp32 log-softmax that NLL saves (transformers' ForCausalLMLoss)."""
+    return b * s * m.vocab_size * (e + (e < 4) * 4 + 4) + b * s * 8  # + the shifted int64 labels
+
+
+def loss_backward_transient_bytes(m: ModelSpec, b, s):
+    """Backward of the loss holds the NLL gradient and the log-softmax gradient (fp32)."""
+    return 2 * b * s * m.vocab_size * 4
+
+
+def layer_backward_extra_bytes(m: ModelSpec, b, s, e, eager, tp=1):
+    """What one layer's backward adds on top of its saved activations, at its worst moment.
+
+    Backward runs the MLP first: three b s f gradients live beside everything the layer
+    saved. By the attention's turn the MLP's and second norm's saved tensors are freed, and
+    eager attention holds the softmax gradient and its input gradient, 2 b a s^2 e. The
+    residual gradient, b s h e, is alive throughout."""
+    residual = b * s * m.hidden_size * e
+    mlp_phase = 3 * b * s * m.intermediate_size * e / tp
+    attn_phase = (eager * 2 * b * m.num_heads * s * s * e / tp - mlp_bytes(m, b, s, e, tp)
+                  - rmsnorm_bytes(m, b, s, e))
+    return residual + mlp_phase + (attn_phase - mlp_phase) * (attn_phase > mlp_phase)
+
+
+def eager_mask_bytes(m: ModelSpec, b, s, e, eager, recompute_level):
+    """Eager attention builds a b x 1 x s x s additive mask; checkpointed layers keep it as an
+    input until backward (otherwise it dies with the forward)."""
+    return eager * (recompute_level >= 2) * b * s * s * e
+
+
+def activation_bytes(m: ModelSpec, b, s, e, eager, recompute_level, tp=1, pp=1):
+    """What the forward leaves alive for backward on one device: saved tensors of its layers,
+    embedding output, final norm, logits and loss buffers. Under 1F1B pipeline parallelism
+    the first stage holds `pp` micro-batches of L / pp layers (arXiv 2205.05198, sec. 4.2.3),
+    i.e. L layers' worth, so `pp` does not divide the layer term."""
+    layers = m.num_layers * saved_layer_bytes(m, b, s, e, eager, recompute_level, tp)
+    edges = (embedding_output_bytes(m, b, s, e) + rmsnorm_bytes(m, b, s, e) + rope_table_bytes(m, s, e)
+             + eager_mask_bytes(m, b, s, e, eager, recompute_level))
+    return layers + edges + logits_bytes(m, b, s, e) / pp

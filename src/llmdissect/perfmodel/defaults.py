@@ -1,0 +1,47 @@
+"""Every assumption of the model that is not a formula, in one place, each overridable.
+
+Efficiencies are fractions of a peak that an operator class reaches in practice. They are
+read, in increasing priority, from `DEFAULT_EFFICIENCY` below, the hardware TOML's
+`[efficiency]` table, and the calibration profile's `efficiency` section (what `bench ops`
+measured on the machine). The values below are typical of well-tuned kernels on data-center
+GPUs: large GEMMs reach 60-80 % of the dense peak (NVIDIA's cuBLAS notes; Megatron-LM reports
+~50 % MFU end to end, arXiv 2104.04473), fused attention 40-60 % (FlashAttention-2, arXiv
+2307.08691), element-wise kernels 70-90 % of the memory bandwidth (STREAM-like copies).
+"""
+from __future__ import annotations
+
+# Operator classes used by the roofline (perfmodel.roofline): each operator belongs to one.
+OP_CLASSES = ("gemm", "attention", "memory", "comm", "host_link")
+
+DEFAULT_EFFICIENCY: dict[str, float] = {
+    "gemm": 0.70,        # fraction of the dense matmul peak reached by large GEMMs
+    "attention": 0.50,   # fused attention kernels (sdpa / flash); eager attention is gemm + memory
+    "memory": 0.80,      # fraction of the memory bandwidth reached by element-wise kernels
+    "comm": 0.80,        # fraction of the link bandwidth reached by large ring collectives
+    "host_link": 0.80,   # fraction of the PCIe bandwidth reached by offload copies
+}
+
+# Latency of one ring step (the alpha of the alpha-beta model) per link kind, in seconds.
+# NCCL reports ~5-10 us per hop inside a node; gloo over TCP ~50 us.
+DEFAULT_ALPHA_S: dict[str, float] = {"nvlink": 6e-6, "pcie": 10e-6, "cpu": 50e-6, "default": 10e-6}
+
+# Fraction of data-parallel / ZeRO communication hidden behind backward compute. DeepSpeed
+# and PyTorch DDP overlap bucketed gradient reduction with backward; Megatron's TP
+# all-reduces sit on the critical path (0 overlap).
+DEFAULT_OVERLAP_FRACTION = 0.5
+
+# The framework's allowance on a GPU: CUDA context and kernels (~0.5-1 GiB on recent
+# drivers) plus allocator fragmentation, taken as a fraction of what the tensors need.
+FRAMEWORK_CONTEXT_BYTES_GPU = 1 * 2**30
+FRAGMENTATION_FRACTION_GPU = 0.05
+
+# ZeRO-Offload's CPU Adam: DeepSpeed reports ~1e9 parameter updates per second on a
+# many-core server (arXiv 2101.06840, Table 3: 1.0-1.5 B params/s for 1 B-10 B models).
+CPU_ADAM_PARAMS_PER_S = 1.0e9
+
+# Bytes of optimizer state per parameter (beyond the parameter itself).
+#   adamw/adam under mixed precision: fp32 master copy + m + v = 12 (ZeRO paper's K = 12)
+#   adamw/adam in fp32: m + v = 8;  sgd with momentum: (master 4 +) momentum 4.
+OPTIMIZERS = ("adamw", "adam", "sgd")
+
+# Inference: tokens of context a decode step sees on average is input + output / 2.

@@ -1,0 +1,54 @@
+"""The peak of a training step's tensors: activations and gradients meet in backward.
+
+Summing activations and gradients overstates the peak: gradients appear while backward
+frees activations. Walking backward at layer granularity (one device, transformers' Llama,
+the caller keeping the model output and so the logits until the step ends):
+
+- loss:  every saved activation + logits buffers + the loss-backward gradients;
+- layer i (L-1 .. 0): saved activations of layers below i, layer i's own activations (kept,
+  or rebuilt by recomputation), gradients of the head, the final norm and layers above i,
+  layer i's gradients and its transient gradient buffers;
+- end:   every gradient (embedding included) and the held logits.
+
+Each layer is alike, so the maximum over i lies at i = L-1 or i = 0. Gradients that persist
+across micro-batches (gradient accumulation) are added to every phase. Functions take
+scalars or numpy arrays.
+"""
+from __future__ import annotations
+
+from llmdissect.perfmodel import activations as act
+from llmdissect.specs.models import ModelSpec
+
+
+def _max(*xs):
+    out = xs[0]
+    for x in xs[1:]:
+        out = out + (x - out) * (x > out)
+    return out
+
+
+def training_step_peak_bytes(m: ModelSpec, b, s, e, eager, recompute_level, grad_bytes_per_param,
+                             tp=1, persistent_grads=0, grad_fraction=1.0):
+    """Peak bytes of activations plus gradients over one forward and backward.
+
+    `grad_bytes_per_param` is the gradient dtype size; `grad_fraction` the share of each
+    gradient this device keeps (1 / dp under ZeRO-2/3, 0 when offloaded); `persistent_grads`
+    1 when gradients live through the forward (accumulation over micro-batches).
+    """
+    g = grad_bytes_per_param * grad_fraction / tp
+    g_layer = m.params_per_layer * g
+    g_head = (m.params_head + m.hidden_size) * g
+    g_all = m.params * g
+    full_layer = act.layer_activation_bytes(m, b, s, e, eager, tp, selective=(recompute_level == 1) * 1)
+    saved = act.saved_layer_bytes(m, b, s, e, eager, recompute_level, tp)
+    edges = (act.embedding_output_bytes(m, b, s, e) + act.rope_table_bytes(m, s, e)
+             + act.eager_mask_bytes(m, b, s, e, eager, recompute_level))
+    final_norm = act.rmsnorm_bytes(m, b, s, e)
+    logits = act.logits_bytes(m, b, s, e)
+    held = b * s * m.vocab_size * e  # the logits the model output keeps
+    transient = act.layer_backward_extra_bytes(m, b, s, e, eager, tp)
+    loss = m.num_layers * saved + edges + final_norm + logits + act.loss_backward_transient_bytes(m, b, s)
+    top = (m.num_layers - 1) * saved + full_layer + edges + held + g_head + g_layer + transient
+    bottom = full_layer + edges + held + g_head + m.num_layers * g_layer + transient
+    end = g_all + held
+    return _max(loss, top, bottom, end) + persistent_grads * g_all

@@ -24,5 +24,6 @@ def finish(record: RunRecord, db, json_out: bool, show: Callable[[RunRecord], No
         return
     if user_error:
         raise UserError(record.error or "bad input")
-    err_console.print(f"error: run {record.id} ended with status {record.status}: {record.error}")
+    err_console.print(f"error: run {record.id} ended with status {record.status}: {record.error}", markup=False,
+                      soft_wrap=True)
     raise typer.Exit(EXIT_USER_ERROR if record.status == "skipped" else 1)

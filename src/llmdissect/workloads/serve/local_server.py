@@ -26,6 +26,7 @@ from llmdissect.paths import state_dir
 
 CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
                  "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+BLOCK_TOKENS = 32
 SPECIAL_TOKENS = ["<unk>", "<s>", "</s>"]
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -132,8 +133,13 @@ def _cli() -> list[str]:
 
 def start_server(model: str = "tiny-llama", *, port: int | None = None, threads: int = 1,
                  seed: int = 0, continuous_batching: bool = True, folder: Path | None = None,
-                 ready_timeout_s: float = 120.0, log_path: Path | None = None) -> LocalServer:
-    """Write the folder, start `transformers serve` on 127.0.0.1 and wait until /health answers."""
+                 ready_timeout_s: float = 120.0, log_path: Path | None = None,
+                 cache_tokens: int = 16384, max_batch_tokens: int = 512) -> LocalServer:
+    """Write the folder, start `transformers serve` on 127.0.0.1 and wait until /health answers.
+
+    The continuous-batching KV cache is sized explicitly (`cache_tokens` in blocks of 32, at most
+    `max_batch_tokens` per step): left alone on a CPU, transformers sizes it from the free RAM
+    (gigabytes) and the first request waited 40 s for the allocation."""
     for mod in ("fastapi", "uvicorn", "openai"):
         import importlib.util
 
@@ -145,7 +151,11 @@ def start_server(model: str = "tiny-llama", *, port: int | None = None, threads:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     cmd = [*_cli(), "serve", str(folder), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu",
            "--log-level", "warning", "--default-seed", str(seed)]
-    cmd.append("--continuous-batching" if continuous_batching else "--no-continuous-batching")
+    if continuous_batching:
+        cmd += ["--continuous-batching", "--cb-block-size", str(BLOCK_TOKENS), "--cb-num-blocks",
+                str(max(1, cache_tokens // BLOCK_TOKENS)), "--cb-max-batch-tokens", str(max_batch_tokens)]
+    else:
+        cmd.append("--no-continuous-batching")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": str(threads),
            "MKL_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false", "NO_COLOR": "1"}
     with open(log_path, "wb") as log:

@@ -78,10 +78,11 @@ def offloaded_device_bytes(psi, dtype_bytes, stage, dp, offload_level, optimizer
 
 
 def host_bytes_per_device(psi, dtype_bytes, stage, dp, offload_level, optimizer: str = "adamw"):
-    """What one device's share puts in CPU memory under offload: optimizer states plus fp32
-    gradients (ZeRO-Offload), plus the parameter partition with `params` offload."""
+    """What one device's share puts in CPU memory under offload: optimizer states (12 Psi)
+    plus the gradients in the compute dtype (2 Psi; ZeRO-Offload figure 2), plus the
+    parameter partition with `params` offload."""
     o = psi * optimizer_bytes_per_param(dtype_bytes, optimizer) / dp  # partitioned (stage >= 1)
-    g32 = psi * 4 / dp
+    g = psi * dtype_bytes / dp
     p = params_bytes(psi, dtype_bytes, 3, dp)
-    return (offload_level >= 1) * (o + g32) + (offload_level >= 2) * p
+    return (offload_level >= 1) * (o + g) + (offload_level >= 2) * p
 

@@ -111,3 +111,9 @@ def parse_lora_targets(text: str) -> tuple[str, ...]:
     if not targets:
         raise UserError("--lora-targets is empty; give module names such as q_proj,v_proj or 'all'")
     return targets
+
+
+def layer_weight_bytes(m: ModelSpec, quant: str, dtype_bytes: float) -> int:
+    """One decoder layer's linear weights as stored (what a forward of the layer reads)."""
+    quant = check_quant(quant)
+    return sum(linear_weight_bytes(o, i, quant, dtype_bytes) for o, i in layer_linear_shapes(m).values())

@@ -1,0 +1,117 @@
+"""`llmdissect estimate pretrain|finetune|infer`: predict memory, time and throughput.
+
+No torch, no measurement: the analytical model of `llmdissect.perfmodel`, fed by the specs
+and this machine's calibration profile. The record (source: estimated) is stored too.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
+
+KINDS = ("pretrain", "finetune", "infer")
+TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp", "lora_rank", "optimizer")
+INFER_ONLY = ("batch", "input_len", "output_len")
+
+
+def _light_env(calibration: Optional[Path]) -> dict:
+    """What an estimate's record carries: no measurement happened, so no library versions."""
+    import platform
+    import sys
+
+    from llmdissect import __version__
+
+    return {"llmdissect": __version__, "python": platform.python_version(), "hostname": platform.node(),
+            "command": " ".join(sys.argv), "calibration": str(calibration) if calibration else None}
+
+
+def build_estimate(kind: str, opts: dict, calibration: Optional[Path] = None):
+    """Validate the options and run the model: the Estimate (raises UserError on bad input)."""
+    from llmdissect.calibration import load_profile
+    from llmdissect.errors import UserError
+    from llmdissect.perfmodel.calibrate import machine_for
+    from llmdissect.perfmodel.config import InferSetup, TrainSetup
+    from llmdissect.perfmodel.estimate import estimate_infer, estimate_train
+    from llmdissect.perfmodel.weights import LORA_TARGETS_DEFAULT, parse_lora_targets
+    from llmdissect.specs import get_model, resolve_platform
+
+    if kind not in KINDS:
+        raise UserError(f"unknown estimate kind {kind!r}; choose one of {', '.join(KINDS)}")
+    wrong = INFER_ONLY if kind != "infer" else TRAIN_ONLY
+    given = [k for k in wrong if opts.get(k) is not None]
+    if given:
+        raise UserError(f"--{given[0].replace('_', '-')} does not apply to `estimate {kind}`")
+    for key in ("gpus", "tp", "pp", "micro_batch", "seq", "grad_accum", "batch", "input_len", "output_len"):
+        if opts.get(key) is not None and opts[key] <= 0:
+            raise UserError(f"--{key.replace('_', '-')} must be a positive integer, got {opts[key]}")
+    model = get_model(opts["model"])
+    platform = resolve_platform(opts["hardware"], opts.get("gpus"))
+    dtype = opts.get("dtype") or ("fp32" if platform.device.kind == "cpu" else "bf16")
+    profile = load_profile(calibration, required=calibration is not None)
+    machine = machine_for(platform, dtype, profile, explicit=calibration is not None)
+    common = dict(model=model, platform=platform, dtype=dtype, attn=opts["attn"], quant=opts["quant"], tp=opts["tp"])
+    if kind == "infer":
+        setup = InferSetup(batch=opts.get("batch") or 1, input_len=opts.get("input_len") or 512,
+                           output_len=opts.get("output_len") or 128, **common)
+        return estimate_infer(setup, machine)
+    targets = parse_lora_targets(opts["lora_targets"]) if opts.get("lora_targets") else LORA_TARGETS_DEFAULT
+    setup = TrainSetup(kind=kind, micro_batch=opts.get("micro_batch") or 1,
+                       seq=opts.get("seq") or min(2048, model.max_position_embeddings),
+                       grad_accum=opts.get("grad_accum") or 1, zero=opts["zero"] if opts.get("zero") is not None else 0,
+                       offload=opts.get("offload") or "none", recompute=opts.get("recompute") or "none",
+                       pp=opts.get("pp") or 1, optimizer=opts.get("optimizer") or "adamw",
+                       lora_rank=opts.get("lora_rank") or 0, lora_targets=targets, **common)
+    return estimate_train(setup, machine)
+
+
+def estimate(
+    kind: str = typer.Argument(..., help="pretrain | finetune | infer"),
+    model: str = typer.Option(..., "--model", help="Model preset, TOML, or config.json."),
+    hardware: str = typer.Option(..., "--hardware", help="A device (a800, h100, cpu) or a platform (8xa800)."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="Number of devices (default: the platform's)."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="fp32 | bf16 | fp16 (default bf16 on GPUs, fp32 on CPU)."),
+    micro_batch: Optional[int] = typer.Option(None, "--micro-batch", help="Sequences per micro-batch per device [1]."),
+    seq: Optional[int] = typer.Option(None, "--seq", help="Training sequence length [2048]."),
+    grad_accum: Optional[int] = typer.Option(None, "--grad-accum", help="Micro-batches per optimizer step [1]."),
+    zero: Optional[int] = typer.Option(None, "--zero", help="ZeRO stage 0..3 [0]."),
+    offload: Optional[str] = typer.Option(None, "--offload", help="none | optimizer | params [none]."),
+    recompute: Optional[str] = typer.Option(None, "--recompute", help="none | selective | full [none]."),
+    attn: str = typer.Option("sdpa", "--attn", help="eager | sdpa | flash."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree."),
+    pp: Optional[int] = typer.Option(None, "--pp", help="Pipeline-parallel degree [1]."),
+    optimizer: Optional[str] = typer.Option(None, "--optimizer", help="adamw | adam | sgd [adamw]."),
+    lora_rank: Optional[int] = typer.Option(None, "--lora-rank", help="LoRA rank (finetune; 0 = full)."),
+    lora_targets: Optional[str] = typer.Option(None, "--lora-targets", help="Modules with adapters [q_proj,v_proj] or 'all'."),
+    quant: str = typer.Option("none", "--quant", help="none | int8 | int8-bnb | nf4 | ... (QLoRA base, or inference weights)."),
+    batch: Optional[int] = typer.Option(None, "--batch", help="Sequences per batch (infer) [1]."),
+    input_len: Optional[int] = typer.Option(None, "--input-len", help="Prompt tokens (infer) [512]."),
+    output_len: Optional[int] = typer.Option(None, "--output-len", help="Generated tokens (infer) [128]."),
+    calibration: Optional[Path] = typer.Option(None, "--calibration", help="Calibration profile (default: this machine's)."),
+    store: bool = typer.Option(True, "--store/--no-store", help="Store the estimate in the results database."),
+    db: DbPath = DbOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Predict per-device memory, step time, throughput and MFU of a configuration (no run)."""
+    opts = {k: v for k, v in locals().items() if k not in ("kind", "calibration", "store", "db", "json_out")}
+    est = build_estimate(kind, opts, calibration)
+    record = est.to_record(_light_env(calibration))
+    if store:
+        from llmdissect.results.store import open_store  # not results.recording: it imports the launcher
+
+        with open_store(db) as s:
+            s.add(record)
+    if json_out:
+        from llmdissect.cli.output import print_json
+
+        print_json(record.to_dict())
+        return
+    from llmdissect.cli.estimate_show import show_estimate
+
+    show_estimate(est, record.id if store else None)
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    app.command("estimate")(estimate)

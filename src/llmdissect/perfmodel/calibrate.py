@@ -1,0 +1,90 @@
+"""Where the model's ceilings come from: the hardware spec, overridden by calibration.
+
+Priority, lowest first: `defaults.DEFAULT_EFFICIENCY`, the hardware TOML's `[efficiency]`,
+then the calibration profile (`llmdissect.calibration`, written by `peak`, `bench ops` and
+`bench comm`). A profile describes one machine, so it applies when the target is this
+machine's CPU, when its `gpus` section names the target device, or when the user passed it
+explicitly with `--calibration FILE`. Collective fits come from `collectives.<backend>`
+(nccl for GPUs, gloo for CPUs).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from llmdissect.errors import UserError
+from llmdissect.perfmodel.comm import Network, default_alpha_s
+from llmdissect.perfmodel.defaults import DEFAULT_EFFICIENCY
+from llmdissect.perfmodel.roofline import Ceilings
+from llmdissect.specs.hardware import HardwareSpec, Platform
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A platform as the model sees it: ceilings of one device, its network, host link."""
+
+    platform: Platform
+    ceilings: Ceilings | None
+    """None where the peaks are unknown (an uncalibrated CPU): no time estimate then."""
+    network: Network
+    host_link: Network | None
+    efficiency: dict
+    sources: dict
+    """Where each number came from (spec, profile, default), for the record."""
+
+
+def _profile_section(hw: HardwareSpec, profile: dict[str, Any], explicit: bool) -> dict[str, Any] | None:
+    if not profile:
+        return None
+    if hw.kind == "cpu":
+        return profile.get("cpu", {})
+    gpus = profile.get("gpus", {})
+    for key in (hw.name, hw.name.lower(), *hw.aliases):
+        if key in gpus:
+            return gpus[key]
+    return {} if explicit else None
+
+
+def _efficiency(value: Any, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise UserError(f"calibration efficiency {key!r} must be a fraction in (0, 1], got {value!r}")
+    return float(value)
+
+
+def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None = None,
+                explicit: bool = False) -> Machine:
+    """Ceilings and network of `platform` for compute dtype `dtype`."""
+    hw = platform.device
+    profile = profile or {}
+    section = _profile_section(hw, profile, explicit)
+    applies = section is not None
+    eff, sources = dict(DEFAULT_EFFICIENCY), {"efficiency": "defaults"}
+    if hw.efficiency:
+        eff.update(hw.efficiency)
+        sources["efficiency"] = "hardware spec"
+    if applies and profile.get("efficiency"):
+        eff.update({k: _efficiency(v, k) for k, v in profile["efficiency"].items()})
+        sources["efficiency"] = "calibration profile"
+    peak = hw.peak(dtype)
+    bandwidth = hw.memory_bandwidth_bytes_per_s
+    if applies and section:
+        peak = (section.get("peak_flops_per_s") or {}).get(dtype, peak)
+        bandwidth = section.get("memory_bandwidth_bytes_per_s") or bandwidth
+    sources["peak"] = "calibration profile" if applies and section and section.get("peak_flops_per_s") else \
+        ("hardware spec" if peak else "unknown")
+    ceilings = Ceilings(float(peak), float(bandwidth), eff) if peak and bandwidth else None
+    link = platform.interconnect or hw.link
+    backend = "gloo" if hw.kind == "cpu" else "nccl"
+    fits = {}
+    if applies:
+        for op, fit in (profile.get("collectives", {}).get(backend) or {}).items():
+            if isinstance(fit, dict) and "alpha_s" in fit and "beta_s_per_byte" in fit:
+                fits[op] = (float(fit["alpha_s"]), float(fit["beta_s_per_byte"]))
+    if link is not None:
+        network = Network(link.unidirectional_bytes_per_s, default_alpha_s(link.kind), eff["comm"], fits)
+    else:  # one host's processes talk through its memory
+        network = Network(float(bandwidth or 10e9) / 4, default_alpha_s("cpu"), eff["comm"], fits)
+    sources["collectives"] = f"calibration profile ({backend})" if fits else "alpha-beta defaults"
+    host = hw.host_link
+    host_link = Network(host.unidirectional_bytes_per_s, default_alpha_s("pcie"), eff["host_link"]) if host else None
+    return Machine(platform, ceilings, network, host_link, eff, sources)

@@ -1,0 +1,94 @@
+"""Communication time: the alpha-beta model of ring collectives (Thakur, Rabenseifner and
+Gropp, IJHPCA 2005; the busbw factors of nccl-tests).
+
+A ring collective over n ranks on links of bandwidth B (one direction, per device) with
+per-step latency alpha moves, per device:
+
+    all_reduce      2 (n-1) steps, 2 (n-1)/n x S bytes   (reduce-scatter then all-gather)
+    all_gather      (n-1) steps,   (n-1)/n x S bytes     (S = the gathered output)
+    reduce_scatter  (n-1) steps,   (n-1)/n x S bytes     (S = the input)
+    send/recv       1 step,        S bytes
+
+so t = steps x alpha + volume / (B x eff). Where the calibration profile holds a measured
+fit for the operation (`time_s = alpha_s + beta_s_per_byte x size_bytes`, nccl-tests' size)
+that fit is used instead. One rank (n = 1) costs nothing. Scalars or numpy arrays.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from llmdissect.perfmodel.defaults import DEFAULT_ALPHA_S
+
+FACTORS = {"all_reduce": (2.0, 2.0), "all_gather": (1.0, 1.0), "reduce_scatter": (1.0, 1.0)}
+"""op -> (latency steps per (n - 1), bytes moved per (n - 1)/n x S)."""
+
+
+@dataclass(frozen=True)
+class Network:
+    """The links collectives run over: bandwidth, latency, and measured fits by op."""
+
+    bandwidth_bytes_per_s: float
+    alpha_s: float
+    efficiency: float = 0.8
+    fits: dict = field(default_factory=dict)
+    """op -> (alpha_s, beta_s_per_byte) measured by `bench comm`."""
+
+
+def default_alpha_s(link_kind: str) -> float:
+    """Per-step latency for a link kind (nvlink*, pcie*, cpu)."""
+    for prefix, alpha in DEFAULT_ALPHA_S.items():
+        if link_kind.lower().startswith(prefix):
+            return alpha
+    return DEFAULT_ALPHA_S["default"]
+
+
+def collective_time_s(net: Network, op: str, size_bytes, n):
+    """Time of one ring collective of nccl-tests size `size_bytes` over `n` ranks."""
+    steps, volume = FACTORS[op]
+    single = (n <= 1) * 1
+    if op in net.fits:
+        alpha, beta = net.fits[op]
+        return (1 - single) * (alpha + beta * size_bytes)
+    ring = (n - 1) / (n + single)  # n = 1 gives 0 (and never divides by zero)
+    return steps * (n - 1) * net.alpha_s + volume * ring * size_bytes / (net.bandwidth_bytes_per_s * net.efficiency)
+
+
+def p2p_time_s(net: Network, size_bytes):
+    """One point-to-point transfer (pipeline stages): alpha + S / B."""
+    return net.alpha_s + size_bytes / (net.bandwidth_bytes_per_s * net.efficiency)
+
+
+def data_parallel_comm_s(net: Network, stage, grad_bytes, weight_bytes, dp, micro_batches):
+    """Per optimizer step, the ZeRO paper's communication (arXiv 1910.02054, section 7):
+
+    stage 0/1: one all-reduce of the gradients after accumulation (2 Psi volume);
+    stage 2:   a reduce-scatter of gradients per micro-batch, one all-gather of the updated
+               parameters per step;
+    stage 3:   per micro-batch an all-gather of the parameters in forward and again in
+               backward, and a reduce-scatter of the gradients (3 Psi: 1.5x data parallel).
+    """
+    ar = collective_time_s(net, "all_reduce", grad_bytes, dp)
+    rs = collective_time_s(net, "reduce_scatter", grad_bytes, dp)
+    ag = collective_time_s(net, "all_gather", weight_bytes, dp)
+    s01 = (stage <= 1) * ar
+    s2 = (stage == 2) * (micro_batches * rs + ag)
+    s3 = (stage >= 3) * micro_batches * (2 * ag + rs)
+    return s01 + s2 + s3
+
+
+def tensor_parallel_comm_s(net: Network, activation_bytes, tp, layers, passes):
+    """Megatron-LM (arXiv 1909.08053): two all-reduces of the b x s x h activations per layer
+    per pass (forward, backward, and a recomputed forward)."""
+    return passes * 2 * layers * collective_time_s(net, "all_reduce", activation_bytes, tp)
+
+
+def pipeline_bubble_fraction(pp, micro_batches):
+    """1F1B / GPipe bubble: (p - 1) / (m + p - 1) of the step is idle (arXiv 1806.03377,
+    2104.04473)."""
+    return (pp - 1) / (micro_batches + pp - 1)
+
+
+def exposed_s(comm_s, compute_s, overlap):
+    """Communication left on the critical path when `overlap` of it hides behind compute."""
+    hidden = overlap * (comm_s + (compute_s - comm_s) * (compute_s < comm_s))
+    return comm_s - hidden

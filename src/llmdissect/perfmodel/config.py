@@ -1,0 +1,162 @@
+"""What an estimate is asked: typed, validated setups (one clear UserError per mistake)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmdissect.dtypes import check_compute_dtype, dtype_bytes
+from llmdissect.errors import UserError
+from llmdissect.perfmodel.activations import ATTNS, RECOMPUTES
+from llmdissect.perfmodel.defaults import OPTIMIZERS
+from llmdissect.perfmodel.states import OFFLOADS
+from llmdissect.perfmodel.weights import LORA_TARGETS_DEFAULT, check_quant
+from llmdissect.specs.hardware import Platform
+from llmdissect.specs.models import ModelSpec
+
+
+def _positive(**values: int) -> None:
+    for name, v in values.items():
+        if v is None or v <= 0:
+            raise UserError(f"--{name.replace('_', '-')} must be a positive integer, got {v}")
+
+
+def _choice(name: str, value: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise UserError(f"unknown --{name} {value!r}; choose one of {', '.join(choices)}")
+    return value
+
+
+def _check_parallel(m: ModelSpec, platform: Platform, tp: int, pp: int) -> int:
+    """Validate TP/PP against the model and the platform; returns the data-parallel degree."""
+    _positive(tp=tp, pp=pp)
+    if m.num_heads % tp:
+        raise UserError(f"--tp {tp} does not divide the {m.num_heads} attention heads of {m.name}")
+    if m.num_kv_heads % tp and tp % m.num_kv_heads:
+        raise UserError(f"--tp {tp} does not divide (nor is a multiple of) the {m.num_kv_heads} kv heads of {m.name}")
+    if pp > m.num_layers:
+        raise UserError(f"--pp {pp} is more pipeline stages than the {m.num_layers} layers of {m.name}")
+    if platform.num_devices % (tp * pp):
+        raise UserError(f"--tp {tp} x --pp {pp} = {tp * pp} does not divide the {platform.num_devices} devices "
+                        f"of {platform.name}")
+    return platform.num_devices // (tp * pp)
+
+
+def _check_attn(attn: str, platform: Platform) -> str:
+    _choice("attn", attn, ATTNS)
+    if attn == "flash" and platform.device.kind != "gpu":
+        raise UserError("--attn flash needs a GPU (FlashAttention has no CPU kernel); use sdpa")
+    return attn
+
+
+@dataclass(frozen=True)
+class TrainSetup:
+    """A pre-training or fine-tuning step on a platform."""
+
+    kind: str  # pretrain | finetune
+    model: ModelSpec
+    platform: Platform
+    dtype: str = "bf16"
+    micro_batch: int = 1
+    seq: int = 2048
+    grad_accum: int = 1
+    zero: int = 0
+    offload: str = "none"
+    recompute: str = "none"
+    attn: str = "sdpa"
+    tp: int = 1
+    pp: int = 1
+    optimizer: str = "adamw"
+    lora_rank: int = 0
+    lora_targets: tuple[str, ...] = LORA_TARGETS_DEFAULT
+    quant: str = "none"
+    dp: int = field(init=False, default=1)
+
+    def __post_init__(self) -> None:
+        _choice("kind", self.kind, ("pretrain", "finetune"))
+        check_compute_dtype(self.dtype)
+        _positive(micro_batch=self.micro_batch, seq=self.seq, grad_accum=self.grad_accum)
+        if self.zero not in (0, 1, 2, 3):
+            raise UserError(f"--zero must be a ZeRO stage 0, 1, 2 or 3, got {self.zero}")
+        _choice("offload", self.offload, OFFLOADS)
+        _choice("recompute", self.recompute, RECOMPUTES)
+        _choice("optimizer", self.optimizer, OPTIMIZERS)
+        _check_attn(self.attn, self.platform)
+        if self.seq > self.model.max_position_embeddings:
+            raise UserError(f"--seq {self.seq} is longer than {self.model.name} allows "
+                            f"({self.model.max_position_embeddings} positions)")
+        if self.offload == "optimizer" and self.zero < 1:
+            raise UserError("--offload optimizer needs --zero 1, 2 or 3 (ZeRO-Offload partitions the optimizer)")
+        if self.offload == "params" and self.zero != 3:
+            raise UserError("--offload params needs --zero 3 (ZeRO-Infinity offloads partitioned parameters)")
+        if self.lora_rank < 0:
+            raise UserError(f"--lora-rank must be 0 (no LoRA) or positive, got {self.lora_rank}")
+        quant = check_quant(self.quant)
+        object.__setattr__(self, "quant", quant)
+        if self.kind == "pretrain" and (self.lora_rank or quant != "none"):
+            raise UserError("pretrain trains every weight: --lora-rank and --quant apply to finetune only")
+        if quant != "none" and not self.lora_rank:
+            raise UserError(f"--quant {quant} freezes the base weights: give --lora-rank (QLoRA)")
+        object.__setattr__(self, "dp", _check_parallel(self.model, self.platform, self.tp, self.pp))
+
+    @property
+    def e(self) -> float:
+        return dtype_bytes(self.dtype)
+
+    @property
+    def method(self) -> str:
+        if not self.lora_rank:
+            return "full"
+        return "qlora" if self.quant != "none" else "lora"
+
+    @property
+    def engine(self) -> str:
+        if self.zero or self.offload != "none":
+            return "deepspeed"
+        return "ddp" if self.dp > 1 else "single"
+
+    def config(self) -> dict[str, Any]:
+        """Config keys shared with measured runs (docs/developing.md)."""
+        c = {"model": self.model.name, "hardware": self.platform.name, "engine": self.engine,
+             "nproc": self.platform.num_devices, "zero": self.zero, "offload": self.offload,
+             "recompute": self.recompute, "attn": self.attn, "dtype": self.dtype, "optimizer": self.optimizer,
+             "micro_batch": self.micro_batch, "seq": self.seq, "grad_accum": self.grad_accum, "tp": self.tp,
+             "pp": self.pp, "method": self.method, "quant": self.quant, "kind_estimated": self.kind}
+        if self.lora_rank:
+            c.update(lora_rank=self.lora_rank, lora_targets=",".join(self.lora_targets))
+        return c
+
+
+@dataclass(frozen=True)
+class InferSetup:
+    """Offline batched generation: prefill `input_len`, decode `output_len` tokens."""
+
+    model: ModelSpec
+    platform: Platform
+    dtype: str = "bf16"
+    batch: int = 1
+    input_len: int = 512
+    output_len: int = 128
+    attn: str = "sdpa"
+    quant: str = "none"
+    tp: int = 1
+    dp: int = field(init=False, default=1)
+
+    def __post_init__(self) -> None:
+        check_compute_dtype(self.dtype)
+        _positive(batch=self.batch, input_len=self.input_len, output_len=self.output_len)
+        _check_attn(self.attn, self.platform)
+        object.__setattr__(self, "quant", check_quant(self.quant))
+        if self.input_len + self.output_len > self.model.max_position_embeddings:
+            raise UserError(f"--input-len {self.input_len} + --output-len {self.output_len} is longer than "
+                            f"{self.model.name} allows ({self.model.max_position_embeddings} positions)")
+        object.__setattr__(self, "dp", _check_parallel(self.model, self.platform, self.tp, 1))
+
+    @property
+    def e(self) -> float:
+        return dtype_bytes(self.dtype)
+
+    def config(self) -> dict[str, Any]:
+        return {"model": self.model.name, "hardware": self.platform.name, "batch": self.batch,
+                "input_len": self.input_len, "output_len": self.output_len, "dtype": self.dtype, "attn": self.attn,
+                "cache": "dynamic", "quant": self.quant, "compile": False, "tp": self.tp,
+                "nproc": self.platform.num_devices, "kind_estimated": "infer"}

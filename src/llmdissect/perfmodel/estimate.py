@@ -1,0 +1,131 @@
+"""Estimates: a validated setup in, a RunRecord(kind="estimate", source="estimated") out.
+
+`estimate_train` and `estimate_infer` feed the array-friendly cores (trainmodel, infermodel)
+with scalars and add what people need beside the numbers: the verdict (fits or not, and by
+how much) and notes on every assumption that matters for this setup.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmdissect.perfmodel import weights as wt
+from llmdissect.perfmodel.calibrate import Machine
+from llmdissect.perfmodel.config import InferSetup, TrainSetup
+from llmdissect.perfmodel.infermodel import infer_memory, infer_time
+from llmdissect.perfmodel.trainmodel import train_memory, train_time
+
+RECOMPUTE_LEVEL = {"none": 0, "selective": 1, "full": 2}
+OFFLOAD_LEVEL = {"none": 0, "optimizer": 1, "params": 2}
+
+
+@dataclass
+class Estimate:
+    """Per-device memory, per-step times and rates, with the reasoning behind them."""
+
+    kind: str
+    config: dict[str, Any]
+    metrics: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def fits(self) -> bool:
+        return bool(self.metrics["fits"])
+
+    def verdict(self) -> str:
+        mem = self.metrics["memory"]
+        cap = self.metrics["device_memory_bytes"]
+        gib = 2 ** 30
+        if self.fits:
+            return (f"fits: {mem['total_bytes'] / gib:.2f} GiB of {cap / gib:.2f} GiB per device "
+                    f"({cap - mem['total_bytes']:.4g} bytes = {(cap - mem['total_bytes']) / gib:.2f} GiB to spare)")
+        over = mem["total_bytes"] - cap
+        host = self.metrics.get("host_fits")
+        where = "device" if over > 0 else "host"
+        if over <= 0 and host is False:
+            return f"does not fit: host memory needs {self.metrics['memory']['host_total_bytes'] / gib:.2f} GiB"
+        return (f"does not fit: {mem['total_bytes'] / gib:.2f} GiB needed per {where}, "
+                f"{cap / gib:.2f} GiB available ({over / gib:.2f} GiB over)")
+
+    def to_record(self, env: dict[str, Any] | None = None):
+        from llmdissect.results.schema import RunRecord
+
+        metrics = dict(self.metrics)
+        metrics["notes"] = list(self.notes)
+        rec = RunRecord(kind="estimate", source="estimated", config=self.config, env=env or {}, metrics=metrics)
+        return rec.finish("ok")
+
+
+def _plain(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: (_plain(v) if isinstance(v, dict) else (float(v) if not isinstance(v, (bool, str)) else v))
+            for k, v in d.items()}
+
+
+def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
+    m, e = setup.model, setup.e
+    lora = 1 if setup.lora_rank else 0
+    lora_params = wt.lora_params(m, setup.lora_rank, setup.lora_targets) if lora else 0
+    quant = setup.quant
+    frozen = wt.model_weight_bytes(m, quant, e) if lora else 0
+    layer_bytes = wt.layer_weight_bytes(m, quant, e)
+    kw = dict(b=setup.micro_batch, s=setup.seq, ga=setup.grad_accum, e=e, eager=int(setup.attn == "eager"),
+              rc=RECOMPUTE_LEVEL[setup.recompute], zero=setup.zero, off=OFFLOAD_LEVEL[setup.offload],
+              tp=setup.tp, pp=setup.pp, dp=setup.dp, optimizer=setup.optimizer, lora=lora,
+              lora_params=lora_params, frozen_weight_bytes=frozen)
+    memory = _plain(train_memory(m, mach, **kw))
+    host_total = memory.pop("host_bytes") * setup.platform.num_devices
+    memory["host_total_bytes"] = host_total
+    metrics: dict[str, Any] = {"memory": memory, "device_memory_bytes": setup.platform.device.memory_bytes,
+                               "trainable_params": float(lora_params if lora else m.params),
+                               "data_parallel": setup.dp}
+    notes = _common_notes(mach)
+    if mach.ceilings is not None:
+        t = train_time(m, mach, layer_weight_bytes=layer_bytes, **kw)
+        metrics["comm_total_s"] = float(t.pop("comm_total_s"))
+        metrics.update(_plain(t))
+    else:
+        metrics.update(time=None, tokens_per_s=None, mfu=None)
+        from llmdissect.perfmodel import flops as fl
+        metrics["model_flops_per_token"] = float(fl.model_flops_per_token(m, setup.seq, lora_params))
+    fits = memory["total_bytes"] <= setup.platform.device.memory_bytes
+    host_cap = setup.platform.host_memory_bytes
+    if setup.offload != "none":
+        metrics["host_fits"] = None if host_cap is None else host_total <= host_cap
+        fits = fits and metrics["host_fits"] is not False
+        notes.append(f"offload: {host_total / 2**30:.1f} GiB of optimizer states{' and parameters' if setup.offload == 'params' else ''} "
+                     f"in host memory ({'unknown host size' if host_cap is None else f'{host_cap / 2**30:.0f} GiB available'})")
+    metrics["fits"] = bool(fits)
+    notes.append("memory.total_bytes = params + optimizer + step_peak (activations and gradients as they meet in "
+                 "backward) + other (framework allowance)")
+    if quant != "none":
+        notes.append(f"QLoRA: base weights stored as {quant}; dequantization time is not modelled")
+    return Estimate(setup.kind, setup.config(), metrics, notes)
+
+
+def estimate_infer(setup: InferSetup, mach: Machine) -> Estimate:
+    m, e = setup.model, setup.e
+    kw = dict(b=setup.batch, n_in=setup.input_len, n_out=setup.output_len, e=e,
+              eager=int(setup.attn == "eager"), tp=setup.tp)
+    memory, max_batch = infer_memory(m, mach, weight_bytes=wt.model_weight_bytes(m, setup.quant, e), **kw)
+    memory = _plain(memory)
+    metrics: dict[str, Any] = {"memory": memory, "device_memory_bytes": setup.platform.device.memory_bytes,
+                               "max_batch": int(max_batch), "data_parallel": setup.dp}
+    notes = _common_notes(mach)
+    if mach.ceilings is not None:
+        metrics.update(_plain(infer_time(m, mach, dp=setup.dp, layer_weights=wt.layer_weight_bytes(m, setup.quant, e),
+                                         **kw)))
+    else:
+        metrics.update(time=None, tokens_per_s=None, mfu=None)
+    metrics["fits"] = memory["total_bytes"] <= setup.platform.device.memory_bytes
+    notes.append(f"KV cache holds {setup.input_len + setup.output_len - 1} positions; decode costed at the mean "
+                 f"context {setup.input_len + setup.output_len / 2:g}; up to {int(max_batch)} sequences fit")
+    return Estimate("infer", setup.config(), metrics, notes)
+
+
+def _common_notes(mach: Machine) -> list[str]:
+    notes = [f"efficiency from {mach.sources['efficiency']}: "
+             + ", ".join(f"{k} {v:.2f}" for k, v in sorted(mach.efficiency.items())),
+             f"peaks from {mach.sources['peak']}; collectives from {mach.sources['collectives']}"]
+    if mach.ceilings is None:
+        notes.append("no time estimate: this device's peaks are unknown (run `llmdissect peak` to measure them)")
+    return notes

@@ -1,0 +1,58 @@
+"""The inference estimate as arithmetic on scalars or numpy arrays.
+
+Prefill (TTFT) runs the forward of b x input_len tokens, compute-bound; each decode step
+(TPOT) reads every weight and the KV cache once for b new tokens, bandwidth-bound at small
+batch (Pope et al., "Efficiently Scaling Transformer Inference", arXiv 2211.05102). Decode
+is costed at the mean context input_len + output_len / 2. Throughput grows with batch until
+the KV cache fills the memory left beside the weights (`max_batch`).
+"""
+from __future__ import annotations
+
+from llmdissect.perfmodel import comm, kvcache
+from llmdissect.perfmodel import flops as fl
+from llmdissect.perfmodel.calibrate import Machine
+from llmdissect.perfmodel.layertime import head_forward_time_s, layer_forward_time_s
+from llmdissect.perfmodel.roofline import attention_time_s, gemm_time_s
+from llmdissect.perfmodel.trainmodel import framework_bytes
+from llmdissect.perfmodel.defaults import FRAGMENTATION_FRACTION_GPU, FRAMEWORK_CONTEXT_BYTES_GPU
+from llmdissect.specs.models import ModelSpec
+
+
+def infer_memory(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, weight_bytes):
+    """Per-device bytes: weights, KV cache at the end of generate, prefill working set."""
+    weights = weight_bytes / tp
+    kv = kvcache.kv_cache_bytes(m, b, kvcache.generate_positions(n_in, n_out), e, tp)
+    activations = kvcache.prefill_working_bytes(m, b, n_in, e, eager, tp)
+    tensors = weights + kv + activations
+    is_gpu = mach.platform.device.kind == "gpu"
+    other = framework_bytes(is_gpu, tensors)
+    # the largest batch whose cache and working set fit beside the weights
+    per_seq = (kvcache.kv_cache_bytes(m, 1, kvcache.generate_positions(n_in, n_out), e, tp)
+               + kvcache.prefill_working_bytes(m, 1, n_in, e, eager, tp))
+    usable = mach.platform.device.memory_bytes / (1 + is_gpu * FRAGMENTATION_FRACTION_GPU) \
+        - is_gpu * FRAMEWORK_CONTEXT_BYTES_GPU - weights
+    max_batch = (usable > 0) * usable // per_seq
+    return {"params_bytes": weights, "grads_bytes": 0 * weights, "optimizer_bytes": 0 * weights,
+            "activations_bytes": activations, "kv_cache_bytes": kv, "other_bytes": other,
+            "total_bytes": tensors + other}, max_batch
+
+
+def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp, layer_weights):
+    """TTFT, TPOT, end-to-end latency, throughput and MFU of one batch; needs ceilings.
+    `layer_weights` is the bytes of one decoder layer's (possibly quantized) weights."""
+    c, net = mach.ceilings, mach.network
+    prefill = (m.num_layers * layer_forward_time_s(c, m, b, n_in, e, eager, layer_weights, tp)
+               + head_forward_time_s(c, m, b, e, tp, with_loss=0)
+               + comm.tensor_parallel_comm_s(net, b * n_in * m.hidden_size * e, tp, m.num_layers, 1))
+    ctx = n_in + n_out / 2
+    gemm_flops = 2 * b * (m.params_matmul - m.params_head) / tp
+    gemm = gemm_time_s(c, gemm_flops, (m.num_layers * layer_weights) / tp)
+    attn = attention_time_s(c, 4 * b * ctx * m.q_dim * m.num_layers / tp, kvcache.kv_cache_bytes(m, b, ctx, e, tp))
+    head = gemm_time_s(c, 2 * b * m.params_head / tp, m.params_head * e / tp)
+    tpot = gemm + attn + head + comm.tensor_parallel_comm_s(net, b * m.hidden_size * e, tp, m.num_layers, 1)
+    e2e = prefill + (n_out - 1) * tpot
+    flops = b * n_in * fl.inference_flops_per_token(m, n_in / 2) + b * n_out * fl.inference_flops_per_token(m, ctx)
+    return {"time": {"ttft_s": prefill, "tpot_s": tpot, "e2e_latency_s": e2e},
+            "tokens_per_s": dp * b * n_out / e2e, "prefill_tokens_per_s": b * n_in / prefill,
+            "decode_tokens_per_s": b / tpot, "mfu": flops / (e2e * c.peak_flops_per_s * tp),
+            "model_flops_per_token": fl.inference_flops_per_token(m, ctx)}

@@ -1,0 +1,104 @@
+"""The training estimate as arithmetic on scalars or numpy arrays (estimate and advise share it).
+
+Per device and per optimizer step of `grad_accum` micro-batches (arguments as
+config.TrainSetup; choices as numbers: eager 0/1, recompute 0 none / 1 selective / 2 full,
+offload 0 none / 1 optimizer / 2 params, lora 0/1):
+
+    step = (m + p - 1) x t_micro                   1F1B with its pipeline bubble
+           + exposed data-parallel / ZeRO comm     (overlap fraction hidden in backward)
+           + optimizer (on device, or CPU Adam plus PCIe traffic when offloaded)
+    t_micro = forward + backward (2x forward GEMMs for full training, 1x for a frozen base)
+              + recomputed forward + TP all-reduces + pipeline sends
+"""
+from __future__ import annotations
+
+from llmdissect.perfmodel import activations as act
+from llmdissect.perfmodel import comm, states
+from llmdissect.perfmodel import flops as fl
+from llmdissect.perfmodel.calibrate import Machine
+from llmdissect.perfmodel.defaults import (CPU_ADAM_PARAMS_PER_S, DEFAULT_OVERLAP_FRACTION,
+                                           FRAGMENTATION_FRACTION_GPU, FRAMEWORK_CONTEXT_BYTES_GPU)
+from llmdissect.perfmodel.layertime import head_forward_time_s, layer_attention_time_s, layer_forward_time_s
+from llmdissect.perfmodel.roofline import memory_time_s
+from llmdissect.perfmodel.stepmemory import training_step_peak_bytes
+from llmdissect.specs.models import ModelSpec
+
+
+def framework_bytes(is_gpu: bool, tensors_bytes):
+    """The named allowance for the framework: CUDA context plus allocator fragmentation on a
+    GPU (defaults.FRAMEWORK_CONTEXT_BYTES_GPU, FRAGMENTATION_FRACTION_GPU); none on a CPU."""
+    return (FRAMEWORK_CONTEXT_BYTES_GPU + FRAGMENTATION_FRACTION_GPU * tensors_bytes) if is_gpu else 0 * tensors_bytes
+
+
+def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
+                 optimizer, lora, lora_params, frozen_weight_bytes):
+    """Per-device memory (bytes) of a training step; dict of scalars or arrays."""
+    shard = tp * pp
+    psi_full = m.params / shard
+    psi = lora * lora_params / shard + (1 - lora) * psi_full  # trainable parameters on this model shard
+    working = 2 * m.params_per_layer / tp  # ZeRO-Infinity keeps the layers in use and the next prefetched
+    p, g, o = states.offloaded_device_bytes(psi, e, zero, dp, off, optimizer, working)
+    frozen = lora * frozen_weight_bytes / shard / (1 + (zero >= 3) * (dp - 1))
+    params = p + frozen
+    activations = act.activation_bytes(m, b, s, e, eager, rc, tp, pp)
+    grad_fraction = (1 - lora) * (off < 1) / (1 + (zero >= 2) * (dp - 1)) / pp
+    persistent = (ga > 1) * (zero < 2) * (off < 1) * (1 - lora)
+    step_peak = training_step_peak_bytes(m, b, s, e, eager, rc, e, tp, persistent, grad_fraction) + lora * g
+    tensors = params + o + step_peak
+    other = framework_bytes(mach.platform.device.kind == "gpu", tensors)
+    host = states.host_bytes_per_device(psi, e, zero, dp, off, optimizer)
+    return {"params_bytes": params, "grads_bytes": g, "optimizer_bytes": o, "activations_bytes": activations,
+            "step_peak_bytes": step_peak, "other_bytes": other, "total_bytes": tensors + other,
+            "host_bytes": host}
+
+
+def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
+               optimizer, lora, lora_params, frozen_weight_bytes, layer_weight_bytes,
+               overlap=DEFAULT_OVERLAP_FRACTION):
+    """Per-step times (s), throughput and MFU; needs `mach.ceilings`. `layer_weight_bytes`
+    is one decoder layer's weights as stored (quantized under QLoRA)."""
+    c, net = mach.ceilings, mach.network
+    layers = m.num_layers / pp
+    tokens = b * s
+    t_layer = layer_forward_time_s(c, m, b, s, e, eager, layer_weight_bytes, tp)
+    t_head = head_forward_time_s(c, m, tokens, e, tp)
+    fwd = layers * t_layer + t_head
+    # backward: activation gradients (1x forward) + weight gradients (1x) unless the base is frozen
+    t_adapters = lora * 6 * tokens * lora_params / shard_div(tp, pp) / (c.peak_flops_per_s * c.efficiency["gemm"])
+    bwd = (2 - lora) * fwd + t_adapters
+    # selective recomputation redoes only the attention core
+    recompute = (rc >= 2) * layers * t_layer + (rc == 1) * layers * layer_attention_time_s(c, m, b, s, e, eager, tp)
+    act_bytes = tokens * m.hidden_size * e
+    tp_comm = comm.tensor_parallel_comm_s(net, act_bytes, tp, layers, 2 + (rc >= 2))
+    pp_comm = (pp > 1) * 2 * comm.p2p_time_s(net, act_bytes)
+    t_micro = fwd + bwd + recompute + tp_comm + pp_comm
+    compute = (ga + pp - 1) * t_micro
+    psi_shard = (lora * lora_params + (1 - lora) * m.params) / shard_div(tp, pp)
+    frozen_shard = lora * frozen_weight_bytes / shard_div(tp, pp)
+    dp_comm = comm.data_parallel_comm_s(net, zero, psi_shard * e, psi_shard * e + frozen_shard, dp, ga)
+    exposed = comm.exposed_s(dp_comm, ga * bwd, overlap)
+    psi_local = psi_shard / (1 + (zero >= 1) * (dp - 1))
+    opt_state = states.optimizer_bytes_per_param(e, optimizer)
+    on_device = memory_time_s(c, psi_local * (3 * e + 2 * opt_state))
+    host = mach.host_link
+    host_bw = (host.bandwidth_bytes_per_s * host.efficiency) if host is not None else c.bytes_per_s()
+    cpu_adam = psi_shard * shard_div(tp, pp) / CPU_ADAM_PARAMS_PER_S + psi_local * 2 * e / host_bw
+    param_fetch = (off >= 2) * ga * 2 * psi_local * e / host_bw
+    optimizer_s = (off < 1) * on_device + (off >= 1) * cpu_adam
+    step = compute + exposed + optimizer_s + param_fetch
+    tokens_per_s = tokens * ga * dp / step
+    devices = dp * tp * pp
+    mfpt = fl.model_flops_per_token(m, s, lora * lora_params)
+    hfpt = fl.hardware_flops_per_token(m, s, rc, lora * lora_params)
+    peak_total = c.peak_flops_per_s * devices
+    return {"time": {"step_s": step, "forward_s": ga * fwd, "backward_s": ga * (bwd + recompute),
+                     "optimizer_s": optimizer_s + param_fetch, "comm_s": ga * (tp_comm + pp_comm) + exposed,
+                     "bubble_s": (pp - 1) * t_micro},
+            "tokens_per_s": tokens_per_s, "tokens_per_s_per_device": tokens_per_s / devices,
+            "mfu": tokens_per_s * mfpt / peak_total, "hfu": tokens_per_s * hfpt / peak_total,
+            "model_flops_per_token": mfpt, "comm_total_s": dp_comm}
+
+
+def shard_div(tp, pp):
+    """Model shards across tensor and pipeline parallelism."""
+    return tp * pp

@@ -17,7 +17,8 @@ from llmdissect.results.store import ResultStore, check_writable, open_store
 
 SUITE_NAME = "quick"
 
-QUICK_STEP_MODULES: list[str] = [
+QUICK_STEP_MODULES: list[str    "llmdissect.suites.quick_serve",
+] = [
     "llmdissect.suites.quick_foundation",
 ]
 

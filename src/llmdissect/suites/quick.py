@@ -17,9 +17,9 @@ from llmdissect.results.store import ResultStore, check_writable, open_store
 
 SUITE_NAME = "quick"
 
-QUICK_STEP_MODULES: list[str    "llmdissect.suites.quick_serve",
-] = [
+QUICK_STEP_MODULES: list[str] = [
     "llmdissect.suites.quick_foundation",
+    "llmdissect.suites.quick_serve",
 ]
 
 

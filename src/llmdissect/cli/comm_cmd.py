@@ -20,7 +20,7 @@ def comm(
     warmup: int = typer.Option(5, help="Untimed iterations before them."),
     backend: Optional[str] = typer.Option(None, help="gloo | nccl (default: nccl where CUDA is available)."),
     nnodes: int = typer.Option(1, help="Nodes (run the same command on each)."),
-    node_rank: int = typer.Option(0, help="This node's rank (0 reports the rows)."),
+    node_rank: int = typer.Option(0, help="This node's rank (the node that gets global rank 0 reports the rows)."),
     rdzv_endpoint: Optional[str] = typer.Option(None, help="HOST:PORT of the rendezvous, for --nnodes > 1."),
     timeout_s: float = typer.Option(900.0, help="Stop the whole run (every rank) after this long."),
     profile: bool = typer.Option(True, help="Store the alpha-beta fits in this machine's calibration profile."),
@@ -52,7 +52,8 @@ def show(record, profile_path=None) -> None:
     m, c = record.metrics, record.config
     rows = m.get("rows") or []
     if not rows:
-        console.print(f"node {m.get('node_rank', '?')} finished its ranks; node 0 reports the rows")
+        console.print(f"node {m.get('node_rank', '?')}: its ranks finished and checked their results; the node "
+                      "that got global rank 0 reports the rows")
         return
     console.print(f"# {c['backend']}, {c['world_size']} ranks ({c['nnodes']} node(s)), {c['dtype']}, "
                   f"{c['iters']} iterations after {c['warmup']} warm-up; time = median over iterations of the "

@@ -109,8 +109,9 @@ def run_comm(config: dict[str, Any], req: CommRequest, progress: bool = True):
                       distributed=True, timeout_s=req.timeout_s)
         child = _with_progress(lambda: run_child(TARGET, child_config, **launch),
                                Path(child_config["progress_path"]), progress)
-    if child.status != "ok" and req.node_rank > 0 and child.returncode == 0:
-        # the rows are written on the node of global rank 0; this node's ranks ended well
+    if child.status == "failed" and req.nnodes > 1 and child.returncode == 0 and not child.rank_errors:
+        # every rank here ended well, but global rank 0 (which writes the rows) was on another
+        # node: c10d rendezvous hands out global ranks by arrival, not by --node-rank
         from llmdissect.launch import ChildResult
 
         child = ChildResult("ok", result={"metrics": {"rows": [], "node_rank": req.node_rank}}, returncode=0,

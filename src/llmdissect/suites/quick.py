@@ -19,6 +19,7 @@ SUITE_NAME = "quick"
 
 QUICK_STEP_MODULES: list[str] = [
     "llmdissect.suites.quick_foundation",
+    "llmdissect.suites.quick_comm",
     "llmdissect.suites.quick_serve",
 ]
 

@@ -1,0 +1,40 @@
+"""Quick-suite step of the collectives: a 2-process gloo sweep of all-reduce and all-gather,
+1 KiB to 16 MiB (nccl-tests semantics, every result checked), about 20 s on 2 cores."""
+from __future__ import annotations
+
+from llmdissect.suites.quick import QuickContext, QuickStep
+
+QUICK_SIZES = ("1K", "16M")
+
+
+def _comm(ctx: QuickContext) -> None:
+    from llmdissect.micro.comm_run import CommRequest, build_config, run_comm, store_fits
+
+    req = CommRequest(ops="all_reduce,all_gather", min_bytes=QUICK_SIZES[0], max_bytes=QUICK_SIZES[1], factor=2,
+                      iters=10, warmup=2, backend="gloo", nproc=2, timeout_s=240)
+    record, _ = run_comm(build_config(req), req, progress=False)  # the suite shows its own bar
+    ctx.save(record)
+    if record.status != "ok":
+        from rich.markup import escape  # gloo's messages hold [file:line], which rich reads as markup
+
+        raise RuntimeError(escape(f"comm run {record.id} ended {record.status}: {record.error}"))
+    stored = store_fits(record, only_missing=True)  # a deliberate `bench comm` fit is not overwritten
+    ctx.log(f"comm: {summary(record.metrics)}" + (f"; fits stored in {stored}" if stored else ""))
+
+
+def summary(metrics: dict) -> str:
+    """Per operator the busbw at 1 MiB and at the largest size, and the fit."""
+    parts = []
+    for op, fit in metrics["fits"].items():
+        rows = [r for r in metrics["rows"] if r["op"] == op]
+        by_size = {r["size_bytes"]: r for r in rows if r["placement"] == rows[0]["placement"]}  # as the fit
+        mid = min(by_size, key=lambda s: abs(s - 2**20))
+        top = max(by_size)
+        parts.append(f"{op} busbw {by_size[mid]['busbw_bytes_per_s'] / 1e9:.2f} GB/s at {mid / 2**20:.2g} MiB, "
+                     f"{by_size[top]['busbw_bytes_per_s'] / 1e9:.2f} GB/s at {top / 2**20:.3g} MiB, "
+                     f"alpha {fit['alpha_s'] * 1e6:.0f} us, fit error {fit['fit_error']:.0%}")
+    return "; ".join(parts) + f"; avg busbw {metrics['avg_busbw_bytes_per_s'] / 1e9:.2f} GB/s"
+
+
+def quick_steps() -> list[QuickStep]:
+    return [QuickStep("comm", "2-process gloo all-reduce and all-gather, 1 KiB to 16 MiB", _comm)]

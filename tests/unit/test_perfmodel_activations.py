@@ -1,0 +1,74 @@
+"""The activation-memory formula vs the live tensors of real training steps on this CPU.
+
+Measured with `measure.memory.live_tensor_tracker()` around one forward and backward of a
+randomly initialised debug-llama / tiny-llama (fp32), eager and SDPA attention, with and
+without full recomputation (transformers' gradient checkpointing).
+
+Baseline: the tracker counts storages that operators *return* inside the context. Tensors
+made before it (parameters, the batch) are invisible, except that every linear layer's
+matmul returns a transposed view of its weight (`aten.t`), whose storage is then counted.
+So the tracker sees, beside the activations and gradients, every matmul weight once:
+baseline = params_matmul x 4 bytes (the input embedding and the norms stay unseen).
+
+Two checks per case: the bytes alive when the forward ends (activations + logits/loss
+buffers, `activations.activation_bytes`) and the peak over forward and backward
+(`stepmemory.training_step_peak_bytes`), each within 15 %.
+"""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from llmdissect.measure.memory import live_tensor_tracker  # noqa: E402
+from llmdissect.modeling import build_model  # noqa: E402
+from llmdissect.perfmodel import activations as act  # noqa: E402
+from llmdissect.perfmodel.stepmemory import training_step_peak_bytes  # noqa: E402
+from llmdissect.specs import get_model  # noqa: E402
+
+CASES = [("debug-llama", 4, 256), ("tiny-llama", 1, 256)]
+
+
+def _measure(name: str, b: int, s: int, attn: str, recompute: bool) -> tuple[int, int]:
+    spec = get_model(name)
+    model = build_model(spec, attn=attn, seed=0)
+    model.train()
+    if recompute:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    ids = torch.randint(0, spec.vocab_size, (b, s), generator=torch.Generator().manual_seed(0))
+    tracker = live_tensor_tracker()
+    with tracker:
+        out = model(input_ids=ids, labels=ids)  # the caller keeps the output (and its logits) for the step
+        tracker._sweep()
+        after_forward = tracker.current_bytes
+        out.loss.backward()
+    return after_forward, tracker.peak_bytes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,b,s", CASES)
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+@pytest.mark.parametrize("recompute", [False, True])
+def test_activation_formula_matches_real_training_step(name, b, s, attn, recompute):
+    torch.set_num_threads(1)
+    spec = get_model(name)
+    baseline = spec.params_matmul * 4
+    eager, level = int(attn == "eager"), 2 if recompute else 0
+    after_forward, peak = _measure(name, b, s, attn, recompute)
+    predicted_forward = act.activation_bytes(spec, b, s, 4, eager, level) + baseline
+    predicted_peak = training_step_peak_bytes(spec, b, s, 4, eager, level, 4) + baseline
+    assert predicted_forward == pytest.approx(after_forward, rel=0.15)
+    assert predicted_peak == pytest.approx(peak, rel=0.15)
+
+
+def test_flash_and_sdpa_keep_no_square_buffer_and_eager_does():
+    m = get_model("llama2-7b")
+    eager = act.layer_activation_bytes(m, 1, 4096, 2, 1)
+    fused = act.layer_activation_bytes(m, 1, 4096, 2, 0)
+    scores = m.num_heads * 4096 * 4096 * (4 + 2)  # fp32 softmax + its bf16 copy
+    lse = m.num_heads * 4096 * 4  # the fused kernel's log-sum-exp, all it keeps per row
+    assert eager - fused == scores - lse  # llama2-7b has no GQA: no repeated k/v
+    selective = act.layer_activation_bytes(m, 1, 4096, 2, 1, selective=1)
+    assert eager - selective == scores
+    full = act.saved_layer_bytes(m, 1, 4096, 2, 0, 2)
+    assert full == 4096 * m.hidden_size * 2

@@ -1,0 +1,68 @@
+"""Model states vs the ZeRO paper's closed forms, FLOPs vs PaLM's formula (no torch)."""
+from __future__ import annotations
+
+import pytest
+
+from llmdissect.perfmodel import flops as fl
+from llmdissect.perfmodel import states
+from llmdissect.specs import get_model
+
+PSI = 7_000_000_000
+
+
+@pytest.mark.parametrize("n", [1, 4, 8, 64])
+def test_zero_stages_match_the_papers_closed_forms(n):
+    # arXiv 1910.02054, figure 1: mixed-precision Adam, K = 12
+    expected = {0: 16 * PSI, 1: 4 * PSI + 12 * PSI / n, 2: 2 * PSI + 14 * PSI / n, 3: 16 * PSI / n}
+    for stage, want in expected.items():
+        assert states.model_state_bytes(PSI, 2, stage, n) == pytest.approx(want, rel=1e-12)
+
+
+def test_zero_paper_example_7_5b_on_64_gpus():
+    # The paper's own figure-1 numbers: 7.5B parameters, N = 64 -> 120, 31.4, 16.6, 1.88 GB
+    psi = 7.5e9
+    got = [states.model_state_bytes(psi, 2, s, 64) / 1e9 for s in range(4)]
+    assert got == pytest.approx([120, 31.4, 16.6, 1.88], rel=0.01)
+
+
+def test_fp32_adam_is_also_16_bytes_and_sgd_is_less():
+    assert states.model_state_bytes(PSI, 4, 0, 1) == 16 * PSI
+    assert states.model_state_bytes(PSI, 4, 0, 1, "sgd") == 12 * PSI
+
+
+def test_offload_moves_optimizer_and_gradients_to_the_host():
+    p, g, o = states.offloaded_device_bytes(PSI, 2, 2, 8, 1)
+    assert (p, g, o) == (2 * PSI, 0, 0)
+    assert states.host_bytes_per_device(PSI, 2, 2, 8, 1) == pytest.approx(14 * PSI / 8)
+    p, g, o = states.offloaded_device_bytes(PSI, 2, 3, 8, 2, working_params=1000)
+    assert (p, g, o) == (2000, 0, 0)
+    assert states.host_bytes_per_device(PSI, 2, 3, 8, 2) == pytest.approx(16 * PSI / 8)
+
+
+@pytest.mark.parametrize("name", ["llama2-7b", "llama2-70b", "llama3-8b", "tiny-llama"])
+@pytest.mark.parametrize("seq", [512, 4096])
+def test_model_flops_are_palms_6n_plus_12_l_d_s(name, seq):
+    m = get_model(name)
+    palm = 6 * m.params_matmul + 12 * m.num_layers * m.num_heads * m.head_dim * seq
+    assert fl.model_flops_per_token(m, seq) == palm
+    # and the per-operator forward FLOPs add up to a third of it (fwd 1x, bwd 2x)
+    per_op = m.num_layers * (fl.qkv_flops_fwd(m) + fl.out_proj_flops_fwd(m) + fl.mlp_flops_fwd(m)
+                             + fl.scores_flops_fwd(m, seq) + fl.attn_v_flops_fwd(m, seq)) + fl.head_flops_fwd(m)
+    assert 3 * per_op == palm
+
+
+def test_llama2_7b_published_scale():
+    # ~6.5 B matmul parameters: 6N ~ 39.6 GFLOP/token, plus 12*32*4096*4096 at s = 4096
+    m = get_model("llama2-7b")
+    assert fl.model_flops_per_token(m, 4096) / 1e9 == pytest.approx(39.65 + 6.44, rel=0.01)
+
+
+def test_lora_and_recompute_flop_conventions():
+    m = get_model("llama2-7b")
+    n, att = m.params_matmul, 12 * m.num_layers * m.q_dim * 2048
+    assert fl.model_flops_per_token(m, 2048, lora_params=1000) == 4 * n + 6 * 1000 + att
+    full = fl.hardware_flops_per_token(m, 2048, 2)
+    head = 2 * m.params_head  # the head's forward is not recomputed
+    assert full == 8 * n - head + 16 * m.num_layers * m.q_dim * 2048
+    assert fl.hardware_flops_per_token(m, 2048, 1) == 6 * n + 16 * m.num_layers * m.q_dim * 2048
+    assert fl.hardware_flops_per_token(m, 2048, 0) == fl.model_flops_per_token(m, 2048)

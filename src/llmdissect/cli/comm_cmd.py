@@ -67,7 +67,8 @@ def show(record, profile_path=None) -> None:
         lines = []
         for size in dict.fromkeys(r["size_bytes"] for r in mine):
             first = next(r for r in mine if r["size_bytes"] == size)
-            line = [size, first["count"], first["dtype"], first["redop"], "-" if first["root"] is None else first["root"]]
+            root = "-" if first["root"] is None else first["root"]
+            line = [size, first["count"], first["dtype"], first["redop"], root]
             for p in placements:
                 r = next(x for x in mine if x["size_bytes"] == size and x["placement"] == p)
                 line += [f"{r['time_s']['median'] * 1e6:.1f}", f"{r['algbw_bytes_per_s'] / 1e9:.3f}",

@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "llmdissect.cli.comm_cmd",
     "llmdissect.cli.serve_cmd",
     "llmdissect.cli.estimate_cmd",
+    "llmdissect.cli.advise_cmd",
 ]
 for _name in COMMAND_MODULES:
     importlib.import_module(_name).register(app, bench_app)

@@ -1,0 +1,110 @@
+"""`llmdissect advise pretrain|finetune|infer`: search the configuration space with the
+analytical model, drop what does not fit (saying why) and show the Pareto front of
+throughput against memory with the best configurations for a goal."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from llmdissect.cli.options import JsonOpt
+
+
+def _space(kind: str, model: str, hardware: str, gpus: Optional[int], dtype: Optional[str], seq: Optional[int],
+           input_len: int, output_len: int, calibration: Optional[Path]):
+    from llmdissect.calibration import load_profile
+    from llmdissect.dtypes import check_compute_dtype, dtype_bytes
+    from llmdissect.errors import UserError
+    from llmdissect.perfmodel.advise import infer_space, train_space
+    from llmdissect.perfmodel.calibrate import machine_for
+    from llmdissect.specs import get_model, resolve_platform
+
+    if kind not in ("pretrain", "finetune", "infer"):
+        raise UserError(f"unknown advise kind {kind!r}; choose one of pretrain, finetune, infer")
+    m = get_model(model)
+    plat = resolve_platform(hardware, gpus)
+    dtype = check_compute_dtype(dtype or ("fp32" if plat.device.kind == "cpu" else "bf16"))
+    mach = machine_for(plat, dtype, load_profile(calibration, required=calibration is not None),
+                       explicit=calibration is not None)
+    if mach.ceilings is None:
+        raise UserError(f"{plat.device.name} has no known {dtype} peak; run `llmdissect peak` or pass --calibration")
+    seq = seq or min(2048, m.max_position_embeddings)
+    for name, v in (("seq", seq), ("input-len", input_len), ("output-len", output_len)):
+        if v <= 0:
+            raise UserError(f"--{name} must be a positive integer, got {v}")
+    if kind == "infer":
+        if input_len + output_len > m.max_position_embeddings:
+            raise UserError(f"--input-len + --output-len is longer than {m.name} allows ({m.max_position_embeddings})")
+        space = infer_space(m, mach, input_len, output_len, dtype_bytes(dtype))
+    else:
+        if seq > m.max_position_embeddings:
+            raise UserError(f"--seq {seq} is longer than {m.name} allows ({m.max_position_embeddings} positions)")
+        space = train_space(kind, m, mach, seq, dtype_bytes(dtype))
+    config = {"model": m.name, "hardware": plat.name, "nproc": plat.num_devices, "dtype": dtype,
+              "kind_estimated": kind}
+    config.update({"input_len": input_len, "output_len": output_len} if kind == "infer" else {"seq": seq})
+    return space, config, plat
+
+
+def _why(row: dict, plat) -> str:
+    gib = 2 ** 30
+    if not row["fits_device"]:
+        return f"needs {row['total_bytes'] / gib:.1f} GiB > {plat.device.memory_bytes / gib:.0f} GiB per device"
+    return f"host memory: {row['host_bytes'] / gib:.0f} GiB > {(plat.host_memory_bytes or 0) / gib:.0f} GiB"
+
+
+def advise(
+    kind: str = typer.Argument(..., help="pretrain | finetune | infer"),
+    model: str = typer.Option(..., "--model", help="Model preset, TOML, or config.json."),
+    hardware: str = typer.Option(..., "--hardware", help="A device or a platform (8xa800)."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="Number of devices (default: the platform's)."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="fp32 | bf16 | fp16."),
+    seq: Optional[int] = typer.Option(None, "--seq", help="Training sequence length [2048]."),
+    input_len: int = typer.Option(512, "--input-len", help="Prompt tokens (infer)."),
+    output_len: int = typer.Option(128, "--output-len", help="Generated tokens (infer)."),
+    goal: str = typer.Option("throughput", "--goal", help="throughput | memory | latency."),
+    top: int = typer.Option(10, "--top", help="How many of the best configurations to show."),
+    calibration: Optional[Path] = typer.Option(None, "--calibration", help="Calibration profile."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Find the best configurations of a model on a platform (no run): Pareto front and top list."""
+    import time
+
+    import numpy as np
+
+    from llmdissect.errors import UserError
+    from llmdissect.perfmodel.advise import pareto_front, ranking
+
+    if top <= 0:
+        raise UserError(f"--top must be positive, got {top}")
+    t0 = time.perf_counter()
+    space, config, plat = _space(kind, model, hardware, gpus, dtype, seq, input_len, output_len, calibration)
+    best = ranking(space, goal)
+    elapsed = time.perf_counter() - t0
+    r = space.results
+    fit_idx = np.flatnonzero(r["fits"])
+    front = fit_idx[pareto_front(r["tokens_per_s"][fit_idx], r["total_bytes"][fit_idx])]
+    dropped = np.flatnonzero(~r["fits"])
+    worth = dropped[np.argsort(-r["tokens_per_s"][dropped], kind="stable")][:3]
+    summary = {"evaluated": len(space), "fitting": int(fit_idx.size),
+               "dropped_device_memory": int((~r["fits_device"]).sum()),
+               "dropped_host_memory": int((r["fits_device"] & ~r["fits"]).sum()),
+               "configs_per_s": len(space) / elapsed, "search_s": elapsed}
+    rows = {"front": [space.row(int(i)) for i in front], "top": [space.row(int(i)) for i in best[:top]],
+            "dropped_best": [{**space.row(int(i)), "why": _why(space.row(int(i)), plat)} for i in worth]}
+    if json_out:
+        from llmdissect.cli.output import print_json
+        from llmdissect.results.schema import RunRecord
+
+        config["goal"] = goal
+        rec = RunRecord(kind="plan", source="estimated", config=config, metrics={**summary, **rows}).finish("ok")
+        print_json(rec.to_dict())
+        return
+    from llmdissect.cli.advise_show import show_advice
+
+    show_advice(kind, config, goal, summary, rows)
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    app.command("advise")(advise)

@@ -122,7 +122,7 @@ def check_dtype(name: str) -> str:
 
 
 def buffer_bytes_per_rank(ops: list[str], max_bytes: int, elem_bytes: int, n: int) -> int:
-    """About the most memory one rank holds at once: source, buffer, result and expected
-    copies of the larger buffer (what the memory check before launching compares)."""
+    """About the most memory one rank holds at once: base, source, buffer, expected and
+    temporaries of the larger buffer (what the memory check before launching compares)."""
     largest = max(OPS[o].count(max_bytes, elem_bytes, n) for o in ops) * elem_bytes
-    return 4 * largest
+    return 6 * largest

@@ -15,7 +15,7 @@ Config keys: `backend` (gloo | nccl), `ops`, `sizes` (bytes), `dtype`, `iters`, 
 `seed`, `collective_timeout_s`, `progress_path` (rank 0 writes {"done", "total", "current"}).
 Test hooks (documented so tests can prove the checks work; never set by users):
 `check_offset` is added to every expected value, so a correct collective must be reported
-wrong; `die_rank` makes that rank exit with code 17 after `die_after_rows` rows (default 1).
+wrong (use a whole number with bf16/fp16, whose spacing reaches 1 above 128); `die_rank` makes that rank exit with code 17 after `die_after_rows` rows (default 1).
 """
 from __future__ import annotations
 
@@ -40,7 +40,11 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         torch.cuda.set_device(local_rank)
         device = f"cuda:{local_rank}"
-    dist.init_process_group(backend, timeout=timedelta(seconds=float(config.get("collective_timeout_s", 300))))
+    timeout = timedelta(seconds=float(config.get("collective_timeout_s", 300)))
+    if backend == "nccl":
+        dist.init_process_group(backend, timeout=timeout, device_id=torch.device(device))
+    else:
+        dist.init_process_group(backend, timeout=timeout)
     try:
         rows = _sweep(config, device)
         env = {"comm_backend": backend, "world_size": dist.get_world_size(), "comm_device": device}
@@ -160,7 +164,9 @@ def _setup(op: str, placement: str, base, rank: int, n: int) -> tuple[Callable[[
     offsets = [float(r % 4) for r in range(n)]
     total = sum(offsets)
     src = base + offsets[rank]
-    by_chunk = torch.tensor(offsets, dtype=base.dtype, device=base.device).repeat_interleave(c)  # [count]
+
+    def by_chunk():  # [count]: chunk k holds k % 4, rank k's offset
+        return torch.tensor(offsets, dtype=base.dtype, device=base.device).repeat_interleave(c)
     mine = slice(rank * c, (rank + 1) * c)
     if op in ("all_reduce", "reduce", "broadcast"):
         buf = torch.empty_like(base)
@@ -179,14 +185,15 @@ def _setup(op: str, placement: str, base, rank: int, n: int) -> tuple[Callable[[
             out.fill_(-1)
             if placement == IN_PLACE:
                 inp.copy_(chunk)
-        return reset, (lambda: _all_gather(out, inp)), out, base + by_chunk
+        return reset, (lambda: _all_gather(out, inp)), out, base + by_chunk()
     if op == "reduce_scatter":
         inp = torch.empty_like(base)
         out = inp[mine] if placement == IN_PLACE else torch.empty(c, dtype=base.dtype, device=base.device)
         return (lambda: inp.copy_(src)), (lambda: _reduce_scatter(out, inp)), out, base[mine] * n + total
     out = torch.empty_like(base)
     if op == "all_to_all":  # chunk j of rank r's output is chunk r of rank j's input
-        return (lambda: out.fill_(-1)), (lambda: dist.all_to_all_single(out, src)), out, base[mine].repeat(n) + by_chunk
+        expected = base[mine].repeat(n) + by_chunk()
+        return (lambda: out.fill_(-1)), (lambda: dist.all_to_all_single(out, src)), out, expected
     if op == "send_recv":  # a ring: send to rank + 1, receive from rank - 1
         peer_to, peer_from = (rank + 1) % n, (rank - 1) % n
 

@@ -15,7 +15,9 @@ Config keys: `backend` (gloo | nccl), `ops`, `sizes` (bytes), `dtype`, `iters`, 
 `seed`, `collective_timeout_s`, `progress_path` (rank 0 writes {"done", "total", "current"}).
 Test hooks (documented so tests can prove the checks work; never set by users):
 `check_offset` is added to every expected value, so a correct collective must be reported
-wrong (use a whole number with bf16/fp16, whose spacing reaches 1 above 128); `die_rank` makes that rank exit with code 17 after `die_after_rows` rows (default 1).
+wrong (use a whole number with bf16/fp16, whose spacing reaches 1 above 128); `die_rank`
+makes that rank exit with code 17 after `die_after_rows` rows (default 1). The CLI passes
+them as the hidden options `--check-offset` and `--die-rank`.
 """
 from __future__ import annotations
 

@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "llmdissect.cli.infer_cmd",
     "llmdissect.cli.comm_cmd",
     "llmdissect.cli.serve_cmd",
+    "llmdissect.cli.train_cmd",
     "llmdissect.cli.estimate_cmd",
     "llmdissect.cli.advise_cmd",
 ]
@@ -33,15 +34,28 @@ for _name in COMMAND_MODULES:
 
 def run() -> None:
     """Console-script entry: user errors become one line on stderr and exit 2."""
+    from typer._click import exceptions as cx  # the click that typer vendors
+
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     try:
-        app()
+        rc = app(standalone_mode=False)
+    except cx.NoArgsIsHelpError as e:
+        sys.stdout.write(e.ctx.get_help() + "\n")
+        sys.exit(0)
+    except cx.UsageError as e:  # bad option or argument: one line, not a usage box
+        hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+        sys.stderr.write(f"error: {e.format_message()}{hint}\n")
+        sys.exit(EXIT_USER_ERROR)
+    except cx.ClickException as e:
+        sys.stderr.write(f"error: {e.format_message()}\n")
+        sys.exit(e.exit_code)
+    except (getattr(cx, "Abort", KeyboardInterrupt), KeyboardInterrupt):
+        sys.stderr.write("interrupted\n")
+        sys.exit(130)
     except UserError as e:
         sys.stderr.write(f"error: {e}\n")
         sys.exit(EXIT_USER_ERROR)
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        sys.exit(130)
+    sys.exit(rc if isinstance(rc, int) else 0)
 
 
 if __name__ == "__main__":

@@ -118,7 +118,16 @@ def run_child(target: str, config: dict[str, Any], *, nproc: int = 1, nnodes: in
             return ChildResult("timeout", error=f"timed out after {timeout_s:g} s", returncode=returncode,
                                wall_s=wall, output_tail=tail, rank_errors=rank_errors)
         payload = json.loads(out.read_text()) if out.exists() else None
-        return _classify(payload, returncode, wall, tail, rank_errors)
+        result = _classify(payload, returncode, wall, tail, rank_errors)
+        if result.status == "failed" and max_memory_bytes and _mentions_allocation_failure(tail):
+            result.status = "oom"  # e.g. OpenBLAS giving up at start-up under the address-space limit
+        return result
+
+
+def _mentions_allocation_failure(text: str) -> bool:
+    t = text.lower()
+    return "memory allocation" in t or "cannot allocate memory" in t or "can't allocate memory" in t \
+        or "memoryerror" in t or "out of memory" in t
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -36,6 +36,9 @@ def main(argv: list[str]) -> int:
     out = Path(out_path) if rank == 0 else Path(f"{out_path}.rank{rank}")
     threads = os.environ.get("LLMDISSECT_THREADS")
     try:
+        from llmdissect.quiet import quiet_libraries
+
+        quiet_libraries()
         if threads:
             import torch
 

@@ -37,7 +37,9 @@ def tensor_bytes(tensors) -> int:
         if t is None:
             continue
         st = t.untyped_storage()
-        seen[st.data_ptr()] = st.nbytes()
+        # keyed by the storage itself: FSDP2 frees (resizes to 0) the data of resharded
+        # parameters, whose data pointer must not be read
+        seen[st._cdata] = st.nbytes()
     return sum(seen.values())
 
 

@@ -197,6 +197,20 @@ def resolve_platform(name: str, gpus: int | None = None) -> Platform:
     return plat
 
 
+def match_gpu(device_name: str) -> HardwareSpec | None:
+    """The catalogued device a driver name (e.g. 'NVIDIA H100 80GB HBM3') refers to."""
+    name = device_name.lower().replace("geforce", "").replace("nvidia", "")
+    tokens = set(name.replace("-", " ").split())
+    for spec in list_hardware():
+        base = spec.name.lower().split("-")[0] if not spec.name.lower().startswith("rtx") else \
+            spec.name.lower().split("-")[1]
+        if base in tokens:
+            if spec.name.startswith(("H100", "A100", "A800")) and "pcie" in tokens:
+                continue  # PCIe variants have other peaks; not catalogued
+            return spec
+    return None
+
+
 # ---- the local CPU ------------------------------------------------------------------
 
 def cpu_model_name() -> str:

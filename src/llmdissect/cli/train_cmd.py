@@ -1,0 +1,143 @@
+"""`llmdissect bench pretrain` and `llmdissect bench finetune`: measured training steps."""
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
+from llmdissect.cli.output import console, human_bytes, human_count, human_rate, human_seconds, note, table
+
+
+def _show(record) -> None:
+    m, c = record.metrics, record.config
+    step = m["step_time_s"]
+    rows = [
+        ("step time (median / p90)", f"{human_seconds(step['median'])} / {human_seconds(step['p90'])}"),
+        ("forward / backward / optimizer (median)",
+         " / ".join(human_seconds(m[k]["median"]) for k in ("forward_s", "backward_s", "optimizer_s"))),
+        ("first step (warm-up, excluded)", human_seconds(m.get("first_step_s"))),
+        ("tokens/s (per device)", f"{m['tokens_per_s']:.1f} ({m['tokens_per_s_per_device']:.1f})"),
+        ("samples/s", f"{m['samples_per_s']:.2f}"),
+        ("model FLOPs/token", human_count(m["model_flops_per_token"])),
+        ("MFU / HFU", "not available: " + m["peak_flops_source"] if m["mfu"] is None
+         else f"{m['mfu']:.2%} / {m['hfu']:.2%} of {human_rate(m['peak_flops_per_s'], 'FLOP/s')} per device"),
+        ("peak memory (tensors)", human_bytes(m["peak_memory_bytes"])),
+        ("peak RSS (process)", human_bytes(m["peak_rss_bytes"])),
+        ("trainable / total params", f"{human_count(m['trainable_params'])} / {human_count(m['total_params'])}"),
+        ("loss (first -> last)", f"{m['loss'][0]:.4f} -> {m['loss'][-1]:.4f}"),
+    ]
+    title = (f"{record.kind} {c['model']}: {c['engine']} x{c['nproc'] * c['nnodes']}, ZeRO-{c['zero']}, "
+             f"offload {c['offload']}, recompute {c['recompute']}, attn {c['attn']}, {c['dtype']}, "
+             f"mb {c['micro_batch']} x seq {c['seq']} x accum {c['grad_accum']}"
+             + (f", {c['method']} r={c.get('lora_rank')}" if c.get("method", "full") != "full" else ""))
+    console.print(table(title, ["metric", "value"], rows, justify_numbers=False))
+    if m.get("note"):
+        note(f"note: {m['note']}")
+    console.print(f"record {record.id} stored")
+
+
+def _bench(kind: str, options: dict, db, json_out: bool, timeout: float, max_memory: Optional[str],
+           threads: Optional[int]) -> None:
+    from llmdissect.cli.recording import finish
+    from llmdissect.dtypes import cpu_dtype_note
+    from llmdissect.launch import run_child
+    from llmdissect.measure.env import capture_env
+    from llmdissect.results.recording import record_from_child
+    from llmdissect.results.schema import utc_now
+    from llmdissect.results.store import check_writable
+    from llmdissect.units import parse_bytes
+    from llmdissect.config import parse_config
+    from llmdissect.workloads.train_config import TrainConfig, record_config, validate
+    from llmdissect.workloads.train_fit import check_fits
+
+    cfg = validate(parse_config(TrainConfig, kind=kind, **options))
+    check_fits(cfg)
+    limit = parse_bytes(max_memory, "--max-memory") if max_memory else None
+    check_writable(db)
+    if (msg := cpu_dtype_note(cfg.dtype, cfg.device)) and not json_out:
+        note(f"note: {msg}")
+    started = utc_now()
+    with console.status(f"{kind}: {cfg.model} on {cfg.world_size} process(es)...") if not json_out else _nothing():
+        child = run_child("llmdissect.workloads.train:run", cfg.model_dump(), nproc=cfg.nproc, nnodes=cfg.nnodes,
+                          rdzv_endpoint=cfg.rdzv_endpoint, timeout_s=timeout, max_memory_bytes=limit, threads=threads)
+    record = record_from_child(kind, record_config(cfg), child, capture_env(), started_at=started)
+    finish(record, db, json_out, _show, user_error=child.user_error)
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def _common(model, engine, zero, offload, recompute, attn, dtype, optimizer, micro_batch, seq, grad_accum, steps,
+            warmup, nproc, nnodes, rdzv_endpoint, compile_, data, tokenizer, seed, device, lr) -> dict:
+    return dict(model=model, engine=engine, zero=zero, offload=offload, recompute=recompute, attn=attn, dtype=dtype,
+                optimizer=optimizer, micro_batch=micro_batch, seq=seq, grad_accum=grad_accum, steps=steps,
+                warmup=warmup, nproc=nproc, nnodes=nnodes, rdzv_endpoint=rdzv_endpoint, compile=compile_,
+                data=data, tokenizer=tokenizer, seed=seed, device=device, lr=lr)
+
+
+M = typer.Option("tiny-llama", "--model", help="Preset, model TOML, config.json or model folder.")
+ENGINE = typer.Option(None, "--engine", help="single | ddp | fsdp (default: from --zero and --nproc).")
+ZERO = typer.Option(0, "--zero", help="0 DDP, 1 DDP+ZeroRedundancyOptimizer, 2/3 FSDP2 (no/with reshard after forward).")
+OFFLOAD = typer.Option("none", "--offload", help="none | params (FSDP2 CPUOffloadPolicy) | optimizer (deepspeed).")
+RECOMPUTE = typer.Option("none", "--recompute", help="none | selective (attention blocks) | full (every layer).")
+ATTN = typer.Option("sdpa", "--attn", help="eager | sdpa | flash (CUDA with flash-attn only).")
+DTYPE = typer.Option("fp32", "--dtype", help="fp32 | bf16 | fp16 (autocast / FSDP mixed precision). CPU default fp32.")
+OPT = typer.Option("adamw", "--optimizer", help="adamw | adamw-fused | adamw-8bit (bitsandbytes).")
+MB = typer.Option(1, "--micro-batch", help="Sequences per micro-batch per process.")
+SEQ = typer.Option(128, "--seq", help="Sequence length in tokens.")
+ACCUM = typer.Option(1, "--grad-accum", help="Micro-batches per optimizer step.")
+STEPS = typer.Option(5, "--steps", help="Timed optimizer steps.")
+WARM = typer.Option(2, "--warmup", help="Untimed steps first (the first is reported as first-step time).")
+NPROC = typer.Option(1, "--nproc", help="Processes on this node (torchrun; gloo on CPU, NCCL on CUDA).")
+NNODES = typer.Option(1, "--nnodes", help="Nodes (with --rdzv-endpoint).")
+RDZV = typer.Option(None, "--rdzv-endpoint", help="host:port of the rendezvous for several nodes.")
+COMPILE = typer.Option(False, "--compile", help="torch.compile the model.")
+DATA = typer.Option(None, "--data", help="Local JSONL of texts (default: synthetic tokens, fixed seed).")
+TOK = typer.Option(None, "--tokenizer", help="Local tokenizer for --data (default: BPE trained on the data).")
+SEED = typer.Option(0, "--seed")
+DEVICE = typer.Option("auto", "--device", help="auto | cpu | cuda.")
+LR = typer.Option(1e-3, "--lr")
+TIMEOUT = typer.Option(1800.0, "--timeout", help="Seconds before the run is killed and recorded as timeout.")
+MAXMEM = typer.Option(None, "--max-memory", help="Address-space limit per process (e.g. 4G); exceeding it records oom.")
+THREADS = typer.Option(None, "--threads", help="Threads per process (default: usable cores / processes).")
+
+
+def pretrain(model: str = M, engine: Optional[str] = ENGINE, zero: int = ZERO, offload: str = OFFLOAD,
+             recompute: str = RECOMPUTE, attn: str = ATTN, dtype: str = DTYPE, optimizer: str = OPT,
+             micro_batch: int = MB, seq: int = SEQ, grad_accum: int = ACCUM, steps: int = STEPS, warmup: int = WARM,
+             nproc: int = NPROC, nnodes: int = NNODES, rdzv_endpoint: Optional[str] = RDZV,
+             compile_: bool = COMPILE, data: Optional[str] = DATA, tokenizer: Optional[str] = TOK, seed: int = SEED,
+             device: str = DEVICE, lr: float = LR, timeout: float = TIMEOUT, max_memory: Optional[str] = MAXMEM,
+             threads: Optional[int] = THREADS, db: DbPath = DbOpt, json_out: bool = JsonOpt) -> None:
+    """Measure pre-training steps of a Llama-family model (random weights) on this machine."""
+    opts = _common(model, engine, zero, offload, recompute, attn, dtype, optimizer, micro_batch, seq, grad_accum,
+                   steps, warmup, nproc, nnodes, rdzv_endpoint, compile_, data, tokenizer, seed, device, lr)
+    _bench("pretrain", opts, db, json_out, timeout, max_memory, threads)
+
+
+def finetune(model: str = M, method: str = typer.Option("lora", "--method", help="full | lora | qlora (NF4 base)."),
+             lora_rank: int = typer.Option(8, "--lora-rank"), lora_alpha: int = typer.Option(16, "--lora-alpha"),
+             lora_targets: str = typer.Option("q_proj,k_proj,v_proj,o_proj", "--lora-targets"),
+             engine: Optional[str] = ENGINE, zero: int = ZERO, offload: str = OFFLOAD,
+             recompute: str = RECOMPUTE, attn: str = ATTN, dtype: str = DTYPE, optimizer: str = OPT,
+             micro_batch: int = MB, seq: int = SEQ, grad_accum: int = ACCUM, steps: int = STEPS, warmup: int = WARM,
+             nproc: int = NPROC, nnodes: int = NNODES, rdzv_endpoint: Optional[str] = RDZV,
+             compile_: bool = COMPILE, data: Optional[str] = DATA, tokenizer: Optional[str] = TOK, seed: int = SEED,
+             device: str = DEVICE, lr: float = LR, timeout: float = TIMEOUT, max_memory: Optional[str] = MAXMEM,
+             threads: Optional[int] = THREADS, db: DbPath = DbOpt, json_out: bool = JsonOpt) -> None:
+    """Measure fine-tuning steps: full, LoRA or QLoRA (bitsandbytes NF4 + PEFT)."""
+    opts = _common(model, engine, zero, offload, recompute, attn, dtype, optimizer, micro_batch, seq, grad_accum,
+                   steps, warmup, nproc, nnodes, rdzv_endpoint, compile_, data, tokenizer, seed, device, lr)
+    opts.update(method=method, lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets)
+    _bench("finetune", opts, db, json_out, timeout, max_memory, threads)
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    bench_app.command("pretrain")(pretrain)
+    bench_app.command("finetune")(finetune)

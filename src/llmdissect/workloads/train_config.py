@@ -1,0 +1,142 @@
+"""Typed configuration of a measured training run, validated before anything is launched.
+
+Validation imports no torch and touches neither the environment nor the network, so bad
+input fails in milliseconds with one clear line (UserError), before a child is started.
+"""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Literal, Optional
+
+from pydantic import BaseModel, Field
+
+from llmdissect.errors import UserError
+from llmdissect.specs.models import ModelSpec, get_model
+
+Engine = Literal["single", "ddp", "fsdp", "deepspeed"]
+
+
+class TrainConfig(BaseModel):
+    """One training benchmark (pre-training or fine-tuning)."""
+
+    kind: Literal["pretrain", "finetune"] = "pretrain"
+    model: str = "tiny-llama"
+    """Preset name, model TOML, config.json or model folder."""
+    engine: Optional[Engine] = None
+    """single | ddp | fsdp | deepspeed; None picks from --zero and --nproc."""
+    zero: int = Field(0, ge=0, le=3)
+    """0: DDP; 1: DDP + ZeroRedundancyOptimizer; 2/3: FSDP2 without/with resharding after forward."""
+    offload: Literal["none", "optimizer", "params"] = "none"
+    recompute: Literal["none", "selective", "full"] = "none"
+    """selective: each attention block recomputed; full: each decoder layer recomputed."""
+    attn: Literal["eager", "sdpa", "flash"] = "sdpa"
+    dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
+    optimizer: Literal["adamw", "adamw-fused", "adamw-8bit"] = "adamw"
+    lr: float = Field(1e-3, gt=0)
+    micro_batch: int = Field(1, ge=1)
+    seq: int = Field(128, ge=2)
+    grad_accum: int = Field(1, ge=1)
+    steps: int = Field(5, ge=1)
+    """Timed optimizer steps."""
+    warmup: int = Field(2, ge=0)
+    """Untimed steps before them (the first is reported as first-step time)."""
+    nproc: int = Field(1, ge=1)
+    nnodes: int = Field(1, ge=1)
+    rdzv_endpoint: Optional[str] = None
+    compile: bool = False
+    method: Literal["full", "lora", "qlora"] = "full"
+    lora_rank: int = Field(8, ge=1)
+    lora_alpha: int = Field(16, ge=1)
+    lora_targets: str = "q_proj,k_proj,v_proj,o_proj"
+    data: Optional[str] = None
+    """A local JSONL file of {"text": ...} lines; synthetic tokens when absent."""
+    tokenizer: Optional[str] = None
+    """A local tokenizer folder or tokenizer.json for --data (trained on the data when absent)."""
+    seed: int = 0
+    device: str = "auto"
+    """auto (cuda when available, else cpu), cpu or cuda."""
+    ds_config: Optional[str] = None
+
+    model_config = {"extra": "forbid"}
+
+    def spec(self) -> ModelSpec:
+        return get_model(self.model)
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc * self.nnodes
+
+
+def resolve_engine(cfg: TrainConfig) -> TrainConfig:
+    """Fill in the engine from --zero / --nproc, and reject combinations that cannot run."""
+    engine = cfg.engine
+    if engine is None:
+        engine = "fsdp" if cfg.zero >= 2 else ("ddp" if cfg.zero == 1 or cfg.world_size > 1 else "single")
+    allowed = {"single": {0}, "ddp": {0, 1}, "fsdp": {2, 3}, "deepspeed": {0, 1, 2, 3}}[engine]
+    if cfg.zero not in allowed:
+        hint = {"ddp": "use --engine fsdp for ZeRO-2/3", "fsdp": "use --engine ddp for ZeRO-0/1",
+                "single": "ZeRO needs a data-parallel engine: --engine ddp or fsdp"}[engine]
+        raise UserError(f"--zero {cfg.zero} does not run on --engine {engine}: {hint}")
+    if engine == "single" and cfg.world_size > 1:
+        raise UserError(f"--engine single runs one process; use --engine ddp or fsdp for --nproc {cfg.nproc}")
+    if cfg.offload != "none" and engine not in ("fsdp", "deepspeed"):
+        raise UserError(f"--offload {cfg.offload} needs --engine fsdp (ZeRO-2/3) or deepspeed")
+    if cfg.offload == "optimizer" and engine == "fsdp":
+        raise UserError("FSDP2 offloads parameters, gradients and optimizer state together: use --offload params "
+                        "(or --engine deepspeed for optimizer-only offload)")
+    if cfg.method != "full" and engine in ("fsdp", "deepspeed"):
+        raise UserError(f"--method {cfg.method} runs on --engine single or ddp")
+    return cfg.model_copy(update={"engine": engine})
+
+
+def validate(cfg: TrainConfig) -> TrainConfig:
+    """Every check that needs no torch: shapes, combinations, optional packages, files."""
+    spec = cfg.spec()
+    if cfg.seq > spec.max_position_embeddings:
+        raise UserError(f"--seq {cfg.seq} is longer than {spec.name} allows ({spec.max_position_embeddings})")
+    cfg = resolve_engine(cfg)
+    if cfg.kind == "pretrain" and cfg.method != "full":
+        raise UserError("LoRA and QLoRA are fine-tuning methods: use `bench finetune`")
+    if cfg.method == "qlora" and importlib.util.find_spec("bitsandbytes") is None:
+        raise UserError("--method qlora needs bitsandbytes, which is not installed (pip install bitsandbytes)")
+    if cfg.optimizer == "adamw-8bit" and importlib.util.find_spec("bitsandbytes") is None:
+        raise UserError("--optimizer adamw-8bit needs bitsandbytes, which is not installed")
+    if cfg.method == "qlora" and cfg.dtype == "fp16":
+        raise UserError("--method qlora computes in fp32 or bf16 here; fp16 is not supported")
+    if cfg.engine == "deepspeed" and importlib.util.find_spec("deepspeed") is None:
+        raise UserError("--engine deepspeed needs the deepspeed package, which is not installed")
+    if cfg.data is not None and not Path(cfg.data).is_file():
+        raise UserError(f"--data file not found: {cfg.data}")
+    if cfg.tokenizer is not None and not Path(cfg.tokenizer).exists():
+        raise UserError(f"--tokenizer not found: {cfg.tokenizer}")
+    targets = [t for t in cfg.lora_targets.split(",") if t]
+    known = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+    if not targets or set(targets) - known:
+        raise UserError(f"--lora-targets must name modules among {', '.join(sorted(known))}")
+    device = resolve_device(cfg.device)
+    if cfg.attn == "flash" and device != "cuda":
+        raise UserError("--attn flash needs a CUDA GPU with the flash-attn package; use sdpa on this device")
+    return cfg.model_copy(update={"device": device})
+
+
+def resolve_device(device: str) -> str:
+    """`auto` becomes cuda where a CUDA device is visible (asked of nvidia-smi, not torch)."""
+    if device not in ("auto", "cpu", "cuda"):
+        raise UserError(f"--device must be auto, cpu or cuda, got {device!r}")
+    if device != "auto":
+        return device
+    from llmdissect.measure.env import nvidia_smi
+
+    return "cuda" if nvidia_smi() else "cpu"
+
+
+def record_config(cfg: TrainConfig) -> dict:
+    """The record's config: the shared keys of docs/developing.md plus this run's own."""
+    d = cfg.model_dump(exclude={"kind", "rdzv_endpoint"})
+    d["hardware"] = "cpu" if cfg.device == "cpu" else "cuda"
+    d.update(tp=1, pp=1, quant="nf4" if cfg.method == "qlora" else "none")
+    if cfg.method == "full":
+        for key in ("lora_rank", "lora_alpha", "lora_targets"):
+            d.pop(key)
+    return d

@@ -1,0 +1,110 @@
+"""Memory and the summary of a training run, gathered over ranks (docs/metrics.md "Training")."""
+from __future__ import annotations
+
+from typing import Any
+
+from llmdissect.measure.stats import Stats
+from llmdissect.workloads.train_config import TrainConfig
+
+
+def _local(t: Any) -> Any:
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def memory_pass(stepper: Any, model: Any, optimizer: Any, ctx: Any) -> dict[str, Any]:
+    """Peak memory of a step, plus checks that frozen weights get no gradients.
+
+    CUDA: the allocator's peaks over the timed steps. CPU: one more (untimed) step under
+    the live-tensor tracker; its peak plus what was live when it began (parameters and
+    optimizer state: gradients are freed between steps) is `peak_memory_bytes`.
+    """
+    from llmdissect.measure.memory import cuda_peaks, live_tensor_tracker, peak_rss_bytes, tensor_bytes
+    from llmdissect.techniques.optimizers import params_with_state, state_tensors
+
+    params = list(model.parameters())
+    seen: dict[str, int] = {}
+
+    def check_grads() -> None:
+        seen["frozen_params_with_grad"] = sum(1 for p in params if not p.requires_grad and p.grad is not None)
+        seen["trainable_params_without_grad"] = sum(1 for p in params if p.requires_grad and p.grad is None)
+
+    out: dict[str, Any] = {}
+    if ctx.device.type == "cuda":
+        out.update(cuda_peaks(ctx.device))
+        stepper.step(before_optimizer=check_grads)
+    else:
+        baseline = tensor_bytes([_local(p) for p in params] + state_tensors(optimizer))
+        tracker = live_tensor_tracker()
+        with tracker:
+            stepper.step(before_optimizer=check_grads)
+        out["peak_memory_bytes"] = baseline + tracker.peak_bytes
+        out["static_memory_bytes"] = baseline
+    out["peak_rss_bytes"] = peak_rss_bytes()
+    out["optimizer_state_params"] = params_with_state(optimizer)
+    out.update(seen)
+    return out
+
+
+def _slowest(per_rank: list[dict[str, Any]], phase: str) -> list[float]:
+    """Per step, the slowest rank's time (a step ends when the last rank ends)."""
+    steps = len(per_rank[0]["phases"])
+    return [max(r["phases"][i][phase] for r in per_rank) for i in range(steps)]
+
+
+def summarize(cfg: TrainConfig, model: Any, optimizer: Any, per_rank: list[dict[str, Any]], losses: list[float],
+              ctx: Any) -> dict[str, Any]:
+    from llmdissect.dtypes import cpu_dtype_note
+    from llmdissect.workloads import train_metrics as tm
+
+    spec = cfg.spec()
+    world = ctx.world_size
+    step = Stats.of(_slowest(per_rank, "step"))
+    tokens_per_step = cfg.micro_batch * cfg.seq * cfg.grad_accum * world
+    tokens_per_s = tokens_per_step / step.median
+    targets = cfg.lora_targets.split(",")
+    flops = tm.model_flops_per_token(spec, cfg.seq, cfg.method, cfg.lora_rank, targets)
+    recompute = tm.recompute_flops_per_token(spec, cfg.seq, cfg.recompute, cfg.method, cfg.lora_rank, targets)
+    peak, peak_source = tm.device_peak(ctx.device.type, cfg.dtype)
+    devices = world
+    mfu = tm.utilisation(tokens_per_s, flops, peak, devices)
+    hfu = tm.utilisation(tokens_per_s, flops + recompute, peak, devices)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    inner = getattr(model, "module", model)
+    metrics: dict[str, Any] = {
+        "step_time_s": step.to_dict(),
+        "forward_s": Stats.of(_slowest(per_rank, "forward")).to_dict(),
+        "backward_s": Stats.of(_slowest(per_rank, "backward")).to_dict(),
+        "optimizer_s": Stats.of(_slowest(per_rank, "optimizer")).to_dict(),
+        "first_step_s": per_rank[0]["warmup"][0] if per_rank[0]["warmup"] else None,
+        "warmup_step_s": [max(r["warmup"][i] for r in per_rank) for i in range(len(per_rank[0]["warmup"]))],
+        "tokens_per_step": tokens_per_step,
+        "tokens_per_s": tokens_per_s,
+        "tokens_per_s_per_device": tokens_per_s / devices,
+        "samples_per_s": cfg.micro_batch * cfg.grad_accum * world / step.median,
+        "model_flops_per_token": flops,
+        "hardware_flops_per_token": flops + recompute,
+        "peak_flops_per_s": peak,
+        "peak_flops_source": peak_source,
+        "mfu": mfu,
+        "hfu": hfu,
+        "peak_memory_bytes": max(r["peak_memory_bytes"] for r in per_rank),
+        "peak_rss_bytes": max(r["peak_rss_bytes"] for r in per_rank),
+        "trainable_params": trainable,
+        "total_params": spec.params,
+        "optimizer_state_params": sum(r["optimizer_state_params"] for r in per_rank)
+        if cfg.zero == 1 else per_rank[0]["optimizer_state_params"],
+        "frozen_params_with_grad": max(r.get("frozen_params_with_grad", 0) for r in per_rank),
+        "loss": losses,
+        "world_size": world,
+    }
+    if "static_memory_bytes" in per_rank[0]:
+        metrics["static_memory_bytes"] = max(r["static_memory_bytes"] for r in per_rank)
+    if "peak_reserved_bytes" in per_rank[0]:
+        metrics["peak_reserved_bytes"] = max(r["peak_reserved_bytes"] for r in per_rank)
+    if hasattr(inner, "get_nb_trainable_parameters"):
+        metrics["peft_trainable_params"] = int(inner.get_nb_trainable_parameters()[0])
+    metrics.update(tm.check_mfu(mfu, "mfu"))
+    note = cpu_dtype_note(cfg.dtype, ctx.device.type)
+    if note:
+        metrics["note"] = note
+    return {"metrics": metrics}

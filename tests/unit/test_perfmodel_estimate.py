@@ -1,0 +1,120 @@
+"""The composed estimate: advise's vectorized path agrees with the scalar one, physical
+bounds hold, calibration overrides defaults, and the comm / roofline building blocks."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from llmdissect.perfmodel import comm
+from llmdissect.perfmodel.advise import infer_space, pareto_front, train_space
+from llmdissect.perfmodel.calibrate import machine_for
+from llmdissect.perfmodel.config import InferSetup, TrainSetup
+from llmdissect.perfmodel.estimate import estimate_infer, estimate_train
+from llmdissect.perfmodel.roofline import Ceilings, gemm_time_s
+from llmdissect.specs import get_model, resolve_platform
+
+
+@pytest.fixture(scope="module")
+def a800x8():
+    plat = resolve_platform("8xa800")
+    return plat, machine_for(plat, "bf16")
+
+
+@pytest.mark.parametrize("kind", ["pretrain", "finetune"])
+def test_advise_rows_equal_the_scalar_estimate(kind, a800x8):
+    plat, mach = a800x8
+    m = get_model("llama2-13b")
+    space = train_space(kind, m, mach, 2048, 2)
+    rng = np.random.default_rng(0)
+    for i in rng.choice(len(space), size=25, replace=False):
+        row = space.row(int(i))
+        setup = TrainSetup(kind=kind, model=m, platform=plat, dtype="bf16", seq=2048, micro_batch=row["micro_batch"],
+                           grad_accum=row["grad_accum"], zero=row["zero"], offload=row["offload"],
+                           recompute=row["recompute"], attn=row["attn"], tp=row["tp"], pp=row["pp"],
+                           lora_rank=row.get("lora_rank", 0), quant=row.get("quant", "none"))
+        est = estimate_train(setup, mach).metrics
+        assert est["memory"]["total_bytes"] == pytest.approx(row["total_bytes"], rel=1e-9)
+        assert est["tokens_per_s"] == pytest.approx(row["tokens_per_s"], rel=1e-9)
+        assert est["fits"] == row["fits"]
+
+
+def test_advise_infer_rows_equal_the_scalar_estimate(a800x8):
+    plat, mach = a800x8
+    m = get_model("llama2-7b")
+    space = infer_space(m, mach, 256, 64, 2)
+    for i in range(0, len(space), 7):
+        row = space.row(i)
+        setup = InferSetup(model=m, platform=plat, batch=row["batch"], input_len=256, output_len=64,
+                           attn=row["attn"], quant=row["quant"], tp=row["tp"])
+        est = estimate_infer(setup, mach).metrics
+        assert est["tokens_per_s"] == pytest.approx(row["tokens_per_s"], rel=1e-9)
+        assert est["memory"]["total_bytes"] == pytest.approx(row["total_bytes"], rel=1e-9)
+
+
+def test_mfu_never_exceeds_one_and_more_memory_is_monotone(a800x8):
+    _, mach = a800x8
+    space = train_space("pretrain", get_model("llama2-7b"), mach, 4096, 2)
+    assert np.all(space.results["mfu"] > 0) and np.all(space.results["mfu"] < 1)
+    knobs, res = space.knobs, space.results
+    # full recomputation never needs more memory than none, everything else equal
+    base = (knobs["zero"] == 1) & (knobs["offload"] == "none") & (knobs["tp"] == 1) & (knobs["pp"] == 1)
+    none = res["total_bytes"][base & (knobs["recompute"] == "none")]
+    full = res["total_bytes"][base & (knobs["recompute"] == "full")]
+    assert np.all(full < none)
+
+
+def test_pareto_front_is_not_dominated():
+    thr = np.array([1.0, 3.0, 2.0, 5.0, 4.0])
+    mem = np.array([1.0, 2.0, 2.5, 4.0, 3.0])
+    assert list(pareto_front(thr, mem)) == [0, 1, 4, 3]
+
+
+def test_calibration_efficiency_overrides_defaults():
+    plat = resolve_platform("a800")
+    setup = TrainSetup(kind="pretrain", model=get_model("llama2-7b"), platform=plat, seq=2048, zero=0)
+    fast = estimate_train(setup, machine_for(plat, "bf16")).metrics
+    slow_mach = machine_for(plat, "bf16", {"efficiency": {"gemm": 0.35, "attention": 0.25}}, explicit=True)
+    slow = estimate_train(setup, slow_mach).metrics
+    assert slow["time"]["forward_s"] > 1.8 * fast["time"]["forward_s"]
+    assert slow["memory"] == fast["memory"]
+
+
+def test_profile_for_another_machine_does_not_apply_implicitly():
+    plat = resolve_platform("a800")
+    mach = machine_for(plat, "bf16", {"cpu": {"peak_flops_per_s": {"bf16": 1e9}}, "efficiency": {"gemm": 0.1}})
+    assert mach.ceilings.peak_flops_per_s == 312e12 and mach.efficiency["gemm"] == 0.7
+
+
+def test_ring_collectives_follow_the_alpha_beta_model():
+    net = comm.Network(bandwidth_bytes_per_s=100e9, alpha_s=1e-5, efficiency=1.0)
+    size, n = 1e9, 8
+    assert comm.collective_time_s(net, "all_reduce", size, n) == pytest.approx(2 * 7 * 1e-5 + 2 * 7 / 8 * size / 100e9)
+    assert comm.collective_time_s(net, "all_gather", size, n) == pytest.approx(7 * 1e-5 + 7 / 8 * size / 100e9)
+    assert comm.collective_time_s(net, "all_reduce", size, 1) == 0
+    fitted = comm.Network(100e9, 1e-5, 1.0, fits={"all_reduce": (2e-5, 1e-11)})
+    assert comm.collective_time_s(fitted, "all_reduce", size, n) == pytest.approx(2e-5 + 1e-11 * size)
+    # ZeRO-3 moves 1.5x the data-parallel volume (paper, section 7)
+    dp = comm.data_parallel_comm_s(net, 0, size, size, n, 1)
+    z3 = comm.data_parallel_comm_s(net, 3, size, size, n, 1)
+    assert z3 == pytest.approx(1.5 * dp, rel=1e-3)
+    assert comm.pipeline_bubble_fraction(4, 12) == pytest.approx(3 / 15)
+    assert comm.exposed_s(10.0, 4.0, 0.5) == 8.0
+
+
+def test_roofline_takes_the_slower_ceiling():
+    c = Ceilings(100e12, 1e12, {"gemm": 0.5, "attention": 0.5, "memory": 0.5})
+    assert gemm_time_s(c, 100e12, 1.0) == pytest.approx(2.0)  # compute-bound
+    assert gemm_time_s(c, 1.0, 1e12) == pytest.approx(2.0)  # memory-bound
+
+
+def test_decode_is_bandwidth_bound_and_batching_helps(a800x8):
+    plat, mach = a800x8
+    m = get_model("llama2-7b")
+    one = estimate_infer(InferSetup(model=m, platform=resolve_platform("a800"), batch=1), machine_for(
+        resolve_platform("a800"), "bf16")).metrics
+    weights_read = m.params * 2 / (2.039e12 * 0.8)
+    assert one["time"]["tpot_s"] == pytest.approx(weights_read, rel=0.1)
+    many = estimate_infer(InferSetup(model=m, platform=resolve_platform("a800"), batch=32), machine_for(
+        resolve_platform("a800"), "bf16")).metrics
+    assert many["tokens_per_s"] > 10 * one["tokens_per_s"]
+    assert one["max_batch"] > 32

@@ -21,6 +21,7 @@ QUICK_STEP_MODULES: list[str] = [
     "llmdissect.suites.quick_foundation",
     "llmdissect.suites.quick_comm",
     "llmdissect.suites.quick_serve",
+    "llmdissect.suites.quick_estimate",
 ]
 
 

@@ -80,7 +80,7 @@ def train_space(kind: str, m: ModelSpec, mach: Machine, seq: int, e: float, *, r
     g.update(tp=tp, pp=pp, dp=devices // (tp * pp))
     per_rank = wt.lora_params(m, 1)
     frozen = np.array([wt.model_weight_bytes(m, q, e) for q in quants])[g["quant"]]
-    layer_bytes = np.array([wt.layer_weight_bytes(m, q, e) for q in quants])[g["quant"]]
+    layer_bytes = np.array([wt.layer_read_bytes(m, q, e) for q in quants])[g["quant"]]
     lora_on = (g["rank"] > 0) * 1
     kw = dict(b=g["b"], s=seq, ga=g["ga"], e=e, eager=(g["attn"] == 1) * 1, rc=g["rc"], zero=g["zero"],
               off=g["off"], tp=tp, pp=pp, dp=g["dp"], optimizer="adamw", lora=lora_on,
@@ -110,7 +110,7 @@ def infer_space(m: ModelSpec, mach: Machine, n_in: int, n_out: int, e: float, *,
     g = _grid(b=INFER_BATCHES, tp=tps, quant=np.arange(len(quants)), attn=attns)
     g = {k: np.tile(v, repeat) for k, v in g.items()}
     weights = np.array([wt.model_weight_bytes(m, q, e) for q in quants])[g["quant"]]
-    layer = np.array([wt.layer_weight_bytes(m, q, e) for q in quants])[g["quant"]]
+    layer = np.array([wt.layer_read_bytes(m, q, e) for q in quants])[g["quant"]]
     kw = dict(b=g["b"], n_in=n_in, n_out=n_out, e=e, eager=(g["attn"] == 1) * 1, tp=g["tp"])
     mem, _ = infer_memory(m, mach, weight_bytes=weights, **kw)
     t = infer_time(m, mach, dp=devices // g["tp"], layer_weights=layer, **kw)

@@ -38,7 +38,7 @@ class Estimate:
         gib = 2 ** 30
         if self.fits:
             return (f"fits: {mem['total_bytes'] / gib:.2f} GiB of {cap / gib:.2f} GiB per device "
-                    f"({cap - mem['total_bytes']:.4g} bytes = {(cap - mem['total_bytes']) / gib:.2f} GiB to spare)")
+                    f"({(cap - mem['total_bytes']) / gib:.2f} GiB to spare)")
         over = mem["total_bytes"] - cap
         host = self.metrics.get("host_fits")
         where = "device" if over > 0 else "host"
@@ -67,7 +67,7 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
     lora_params = wt.lora_params(m, setup.lora_rank, setup.lora_targets) if lora else 0
     quant = setup.quant
     frozen = wt.model_weight_bytes(m, quant, e) if lora else 0
-    layer_bytes = wt.layer_weight_bytes(m, quant, e)
+    layer_bytes = wt.layer_read_bytes(m, quant, e)
     kw = dict(b=setup.micro_batch, s=setup.seq, ga=setup.grad_accum, e=e, eager=int(setup.attn == "eager"),
               rc=RECOMPUTE_LEVEL[setup.recompute], zero=setup.zero, off=OFFLOAD_LEVEL[setup.offload],
               tp=setup.tp, pp=setup.pp, dp=setup.dp, optimizer=setup.optimizer, lora=lora,
@@ -98,7 +98,8 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
     notes.append("memory.total_bytes = params + optimizer + step_peak (activations and gradients as they meet in "
                  "backward) + other (framework allowance)")
     if quant != "none":
-        notes.append(f"QLoRA: base weights stored as {quant}; dequantization time is not modelled")
+        notes.append(f"QLoRA: base weights stored as {quant}, dequantized to {setup.dtype} before each matmul "
+                     "(the copy's traffic is counted; kernel-launch overheads are not)")
     return Estimate(setup.kind, setup.config(), metrics, notes)
 
 
@@ -112,7 +113,7 @@ def estimate_infer(setup: InferSetup, mach: Machine) -> Estimate:
                                "max_batch": int(max_batch), "data_parallel": setup.dp}
     notes = _common_notes(mach)
     if mach.ceilings is not None:
-        metrics.update(_plain(infer_time(m, mach, dp=setup.dp, layer_weights=wt.layer_weight_bytes(m, setup.quant, e),
+        metrics.update(_plain(infer_time(m, mach, dp=setup.dp, layer_weights=wt.layer_read_bytes(m, setup.quant, e),
                                          **kw)))
     else:
         metrics.update(time=None, tokens_per_s=None, mfu=None)

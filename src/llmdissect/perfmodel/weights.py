@@ -117,3 +117,16 @@ def layer_weight_bytes(m: ModelSpec, quant: str, dtype_bytes: float) -> int:
     """One decoder layer's linear weights as stored (what a forward of the layer reads)."""
     quant = check_quant(quant)
     return sum(linear_weight_bytes(o, i, quant, dtype_bytes) for o, i in layer_linear_shapes(m).values())
+
+
+DEQUANTIZED_COPY = ("nf4", "int8-bnb")
+"""bitsandbytes dequantizes a whole weight to the compute dtype before its matmul; torchao's
+int8/int4 kernels read the quantized weight directly."""
+
+
+def layer_read_bytes(m: ModelSpec, quant: str, dtype_bytes: float) -> int:
+    """Bytes one forward of a layer moves for its weights: the stored weights, plus writing
+    and reading a dequantized copy where the library makes one."""
+    quant = check_quant(quant)
+    copy = 2 * sum(o * i for o, i in layer_linear_shapes(m).values()) * dtype_bytes if quant in DEQUANTIZED_COPY else 0
+    return int(layer_weight_bytes(m, quant, dtype_bytes) + copy)

@@ -24,9 +24,10 @@ def _rows(items: list[dict]) -> tuple[list[str], list[list[str]]]:
 
 
 def show_advice(kind: str, config: dict, goal: str, summary: dict, rows: dict) -> None:
+    rate = f" ({summary['configs_per_s']:.3g}/s)" if summary["evaluated"] >= 5000 else ""  # small grids: fixed cost
     console.print(f"Advice: {kind} {config['model']} on {config['hardware']} ({config['dtype']}): "
-                  f"{summary['evaluated']} configurations in {summary['search_s'] * 1e3:.0f} ms "
-                  f"({summary['configs_per_s']:.3g}/s); {summary['fitting']} fit, "
+                  f"{summary['evaluated']} configurations in {summary['search_s'] * 1e3:.0f} ms{rate}; "
+                  f"{summary['fitting']} fit, "
                   f"{summary['dropped_device_memory']} need more device memory, "
                   f"{summary['dropped_host_memory']} more host memory")
     if not rows["top"]:

@@ -161,9 +161,9 @@ def _with_progress(launch, progress_file: Path, show: bool):
     from llmdissect.cli.output import err_console
 
     stop = threading.Event()
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} rows"),
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[rows]}"),
                   TimeElapsedColumn(), console=err_console, transient=True) as bar:
-        task = bar.add_task("comm: starting ranks", total=None)
+        task = bar.add_task("comm: starting the ranks", total=None, rows="")
 
         def follow() -> None:
             while not stop.wait(0.25):
@@ -172,7 +172,7 @@ def _with_progress(launch, progress_file: Path, show: bool):
                 except (OSError, ValueError):
                     continue
                 bar.update(task, total=state["total"], completed=state["done"],
-                           description=f"comm: {state['current']}")
+                           description=f"comm: {state['current']}", rows=f"{state['done']}/{state['total']} rows")
 
         thread = threading.Thread(target=follow, daemon=True)
         thread.start()

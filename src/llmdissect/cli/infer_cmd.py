@@ -1,7 +1,7 @@
 """`llmdissect bench infer`: measured offline inference over a grid of points (issue #6)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import typer
 
@@ -30,6 +30,8 @@ def infer(
     device: str = typer.Option("auto", help="auto | cpu | cuda (auto: the first GPU when one is visible)."),
     timeout_s: float = typer.Option(1800.0, "--timeout-s", help="Per-point limit; a point past it is recorded "
                                                                  "as timeout."),
+    threads: Optional[int] = typer.Option(None, help="Compute threads of the child (default: the usable cores; "
+                                                     "the env of the record says how many ran)."),
     db: DbPath = DbOpt,
     json_out: bool = JsonOpt,
 ) -> None:
@@ -55,7 +57,11 @@ def infer(
     dtype_note = cpu_dtype_note(dtype, points[0]["device"])
     if dtype_note:
         note(f"note: {dtype_note}")
-    records = _run_all(points, db_path, timeout_s)
+    if threads is not None and threads < 1:
+        from llmdissect.errors import UserError
+
+        raise UserError(f"--threads must be >= 1, got {threads}")
+    records = _run_all(points, db_path, timeout_s, threads)
     if len(points) == 1:
         from llmdissect.cli.recording import finish
 
@@ -66,7 +72,8 @@ def infer(
     _finish_grid([r for r, _ in records], json_out)
 
 
-def _run_all(points: list[dict[str, Any]], db_path, timeout_s: float) -> list[tuple[Any, bool]]:
+def _run_all(points: list[dict[str, Any]], db_path, timeout_s: float,
+             threads: int | None) -> list[tuple[Any, bool]]:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -75,12 +82,12 @@ def _run_all(points: list[dict[str, Any]], db_path, timeout_s: float) -> list[tu
 
     out = []
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=Console(stderr=True), transient=False) as progress:
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as progress:
         task = progress.add_task("bench infer", total=len(points))
         for p in points:
             progress.update(task, description=f"infer {p['quant']} {p['cache']} b={p['batch']} "
                                               f"in={p['input_len']} out={p['output_len']}")
-            record, user_error = run_point(p, timeout_s)
+            record, user_error = run_point(p, timeout_s, threads)
             save(record, db_path)  # each point is stored as soon as it ends
             out.append((record, user_error))
             progress.advance(task)

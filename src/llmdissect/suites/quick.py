@@ -19,6 +19,8 @@ SUITE_NAME = "quick"
 
 QUICK_STEP_MODULES: list[str] = [
     "llmdissect.suites.quick_foundation",
+    "llmdissect.suites.quick_train",
+    "llmdissect.suites.quick_infer",
     "llmdissect.suites.quick_comm",
     "llmdissect.suites.quick_serve",
     "llmdissect.suites.quick_estimate",

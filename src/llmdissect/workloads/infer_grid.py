@@ -94,9 +94,10 @@ def skip_reason(config: dict[str, Any]) -> str | None:
     return unsupported_reason(config["quant"], config["device"], config["dtype"])
 
 
-def run_point(config: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S):
+def run_point(config: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S, threads: int | None = None):
     """One grid point as a RunRecord: `skipped` with its reason, or measured in a child
-    (ok, failed, oom or timeout). Returns (record, user_error)."""
+    (ok, failed, oom or timeout), with `threads` compute threads (default: the launcher's,
+    usable cores). Returns (record, user_error)."""
     from llmdissect.launch import run_child
     from llmdissect.measure.env import capture_env
     from llmdissect.results.recording import record_from_child
@@ -106,5 +107,5 @@ def run_point(config: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S):
     if reason:
         return RunRecord(kind="infer", config=config, env=capture_env()).finish("skipped", reason), True
     started = utc_now()
-    child = run_child(TARGET, config, timeout_s=timeout_s)
+    child = run_child(TARGET, config, timeout_s=timeout_s, threads=threads)
     return record_from_child("infer", config, child, capture_env(), started_at=started), child.user_error

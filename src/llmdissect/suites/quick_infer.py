@@ -1,0 +1,50 @@
+"""Quick-suite step: a small offline-inference grid of tiny-llama (issue #6).
+
+Batch 1 and 4 x prompt 32 and 128 tokens in fp32, plus one quantized variant (int8
+weight-only, batch 1, prompt 128); 16 output tokens each, one warm-up and two timed calls.
+Each point runs in its own child process like `bench infer`; about a minute on 2 cores.
+"""
+from __future__ import annotations
+
+from llmdissect.suites.quick import QuickContext, QuickStep
+
+MODEL = "tiny-llama"
+BATCHES = [1, 4]
+INPUT_LENS = [32, 128]
+OUTPUT_LEN = 16
+QUANT_POINT = {"quant": "int8-weight", "batch": 1, "input_len": 128}
+TIMEOUT_S = 300.0
+
+
+def quick_points() -> list[dict]:
+    from llmdissect.workloads.infer_grid import expand_grid
+
+    common = dict(model=MODEL, output_len=[OUTPUT_LEN], dtype="fp32", attn="sdpa", cache=["dynamic"],
+                  compile=False, warmup=1, repeats=2)
+    points = expand_grid(batch=BATCHES, input_len=INPUT_LENS, quant=["none"], **common)
+    points += expand_grid(batch=[QUANT_POINT["batch"]], input_len=[QUANT_POINT["input_len"]],
+                          quant=[QUANT_POINT["quant"]], **common)
+    return points
+
+
+def _infer(ctx: QuickContext) -> None:
+    from llmdissect.errors import UserError
+    from llmdissect.workloads.infer_grid import run_point
+
+    failed = []
+    for config in quick_points():
+        record, _ = run_point(config, TIMEOUT_S)
+        ctx.save(record)
+        label = f"{config['quant']} b={config['batch']} in={config['input_len']} out={config['output_len']}"
+        if record.status == "ok":
+            m = record.metrics
+            ctx.log(f"infer {label}: ttft {m['ttft_s']['median'] * 1e3:.1f} ms, tpot {m['tpot_s']['median'] * 1e3:.2f} ms, "
+                    f"decode {m['decode_tokens_per_s']['median']:.1f} tok/s, weights {m['weights_bytes'] / 2**20:.1f} MiB")
+        elif record.status != "skipped":
+            failed.append(f"{label}: {record.status} ({record.error})")
+    if failed:
+        raise UserError(f"{len(failed)} inference point(s) did not finish: {'; '.join(failed)}")
+
+
+def quick_steps() -> list[QuickStep]:
+    return [QuickStep("infer", "offline inference grid of tiny-llama (+ int8 weight-only)", _infer)]

@@ -41,27 +41,17 @@ def _bench(kind: str, options: dict, db, json_out: bool, timeout: float, max_mem
            threads: Optional[int]) -> None:
     from llmdissect.cli.recording import finish
     from llmdissect.dtypes import cpu_dtype_note
-    from llmdissect.launch import run_child
-    from llmdissect.measure.env import capture_env
-    from llmdissect.results.recording import record_from_child
-    from llmdissect.results.schema import utc_now
     from llmdissect.results.store import check_writable
     from llmdissect.units import parse_bytes
-    from llmdissect.config import parse_config
-    from llmdissect.workloads.train_config import TrainConfig, record_config, validate
-    from llmdissect.workloads.train_fit import check_fits
+    from llmdissect.workloads.train_runner import prepare, run_training
 
-    cfg = validate(parse_config(TrainConfig, kind=kind, **options))
-    check_fits(cfg)
+    cfg = prepare(kind, **options)
     limit = parse_bytes(max_memory, "--max-memory") if max_memory else None
     check_writable(db)
     if (msg := cpu_dtype_note(cfg.dtype, cfg.device)) and not json_out:
         note(f"note: {msg}")
-    started = utc_now()
     with console.status(f"{kind}: {cfg.model} on {cfg.world_size} process(es)...") if not json_out else _nothing():
-        child = run_child("llmdissect.workloads.train:run", cfg.model_dump(), nproc=cfg.nproc, nnodes=cfg.nnodes,
-                          rdzv_endpoint=cfg.rdzv_endpoint, timeout_s=timeout, max_memory_bytes=limit, threads=threads)
-    record = record_from_child(kind, record_config(cfg), child, capture_env(), started_at=started)
+        record, child = run_training(cfg, timeout_s=timeout, max_memory_bytes=limit, threads=threads)
     finish(record, db, json_out, _show, user_error=child.user_error)
 
 

@@ -62,12 +62,11 @@ def summarize(cfg: TrainConfig, model: Any, optimizer: Any, per_rank: list[dict[
     tokens_per_step = cfg.micro_batch * cfg.seq * cfg.grad_accum * world
     tokens_per_s = tokens_per_step / step.median
     targets = cfg.lora_targets.split(",")
-    flops = tm.model_flops_per_token(spec, cfg.seq, cfg.method, cfg.lora_rank, targets)
-    recompute = tm.recompute_flops_per_token(spec, cfg.seq, cfg.recompute, cfg.method, cfg.lora_rank, targets)
+    flops, hardware_flops = tm.flops_per_token(spec, cfg.seq, cfg.method, cfg.lora_rank, targets, cfg.recompute)
     peak, peak_source = tm.device_peak(ctx.device.type, cfg.dtype)
     devices = world
     mfu = tm.utilisation(tokens_per_s, flops, peak, devices)
-    hfu = tm.utilisation(tokens_per_s, flops + recompute, peak, devices)
+    hfu = tm.utilisation(tokens_per_s, hardware_flops, peak, devices)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     inner = getattr(model, "module", model)
     metrics: dict[str, Any] = {
@@ -82,7 +81,7 @@ def summarize(cfg: TrainConfig, model: Any, optimizer: Any, per_rank: list[dict[
         "tokens_per_s_per_device": tokens_per_s / devices,
         "samples_per_s": cfg.micro_batch * cfg.grad_accum * world / step.median,
         "model_flops_per_token": flops,
-        "hardware_flops_per_token": flops + recompute,
+        "hardware_flops_per_token": hardware_flops,
         "peak_flops_per_s": peak,
         "peak_flops_source": peak_source,
         "mfu": mfu,

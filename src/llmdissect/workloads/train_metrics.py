@@ -6,44 +6,20 @@ from typing import Any
 from llmdissect.specs.models import ModelSpec
 
 
-def lora_params(spec: ModelSpec, rank: int, targets: list[str]) -> int:
-    """Adapter parameters: r x (in + out) for each targeted projection of every layer."""
-    h, q, kv, f = spec.hidden_size, spec.q_dim, spec.kv_dim, spec.intermediate_size
-    shapes = {"q_proj": (h, q), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (q, h),
-              "gate_proj": (h, f), "up_proj": (h, f), "down_proj": (f, h)}
-    return spec.num_layers * sum(rank * sum(shapes[t]) for t in targets)
+RECOMPUTE_LEVEL = {"none": 0, "selective": 1, "full": 2}
 
 
-def attention_flops_per_token(spec: ModelSpec, seq: int) -> int:
-    """12 L d_attn s: scores and attention x V, forward (4 L d_attn s) and backward (2x), the
-    full (non-causal) score matrix as PaLM (arXiv 2204.02311, app. B) and Megatron count it."""
-    return 12 * spec.num_layers * spec.q_dim * seq
+def flops_per_token(spec: ModelSpec, seq: int, method: str, lora_rank: int, lora_targets: list[str],
+                    recompute: str) -> tuple[int, int]:
+    """(model, hardware) FLOPs per token, from the analytical model's one definition
+    (perfmodel.flops: PaLM's 6 N + 12 L d_attn s; 4 N + 6 N_lora for LoRA/QLoRA; plus the
+    recomputed forward for hardware FLOPs)."""
+    from llmdissect.perfmodel.flops import hardware_flops_per_token, model_flops_per_token
+    from llmdissect.perfmodel.weights import lora_params
 
-
-def model_flops_per_token(spec: ModelSpec, seq: int, method: str = "full", lora_rank: int = 0,
-                          lora_targets: list[str] | None = None) -> int:
-    """PaLM model FLOPs per token: 6 N + 12 L d_attn s (N = params_matmul). LoRA/QLoRA: the
-    frozen weights cost 4 N (forward 2 N, input gradients 2 N, no weight gradients) and the
-    adapters 6 N_lora."""
-    n = spec.params_matmul
-    attention = attention_flops_per_token(spec, seq)
-    if method == "full":
-        return 6 * n + attention
-    return 4 * n + 6 * lora_params(spec, lora_rank, lora_targets or []) + attention
-
-
-def recompute_flops_per_token(spec: ModelSpec, seq: int, recompute: str, method: str = "full",
-                              lora_rank: int = 0, lora_targets: list[str] | None = None) -> int:
-    """The forward FLOPs done again in backward. Full: one whole forward (2 N + 4 L d_attn s,
-    so that HFU counts 8 N + 16 L d_attn s for full training). Selective (attention blocks):
-    the attention projections' forward plus the attention core's."""
-    if recompute == "none":
-        return 0
-    adapters = 2 * lora_params(spec, lora_rank, lora_targets or []) if method != "full" else 0
-    attention_fwd = 4 * spec.num_layers * spec.q_dim * seq
-    if recompute == "full":
-        return 2 * spec.params_matmul + adapters + attention_fwd
-    return 2 * spec.num_layers * spec.params_attention_per_layer + attention_fwd
+    adapters = lora_params(spec, lora_rank, tuple(lora_targets)) if method != "full" else 0
+    model = model_flops_per_token(spec, seq, adapters)
+    return int(model), int(hardware_flops_per_token(spec, seq, RECOMPUTE_LEVEL[recompute], adapters))
 
 
 def utilisation(tokens_per_s: float, flops_per_token: float, peak_flops_per_s: float | None,

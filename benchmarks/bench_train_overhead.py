@@ -1,0 +1,49 @@
+"""Harness overhead of `bench pretrain`: its reported tokens/s against a bare hand-written
+loop of the same model and batch, each in a fresh process with the same thread count,
+interleaved round by round so that machine noise hits both alike. Target: ratio >= 0.97.
+
+    python benchmarks/bench_train_overhead.py [--model tiny-llama] [--rounds 3]
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from llmdissect.launch.child import default_threads
+from llmdissect.workloads.train_runner import prepare, run_training
+
+HERE = Path(__file__).parent
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="tiny-llama")
+    ap.add_argument("--micro-batch", type=int, default=2)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+    threads = default_threads(1)
+    cfg = prepare("pretrain", model=a.model, micro_batch=a.micro_batch, seq=a.seq, steps=a.steps, warmup=a.warmup,
+                  device="cpu")
+    harness, bare = [], []
+    for r in range(a.rounds):
+        record, _ = run_training(cfg, threads=threads)
+        assert record.status == "ok", record.error
+        harness.append(record.metrics["tokens_per_s"])
+        out = subprocess.run([sys.executable, str(HERE / "bare_train_loop.py"), a.model, str(a.micro_batch),
+                              str(a.seq), str(a.steps), str(a.warmup), str(threads)],
+                             capture_output=True, text=True, check=True)
+        bare.append(json.loads(out.stdout.strip().splitlines()[-1])["tokens_per_s"])
+        print(f"round {r + 1}: bench pretrain {harness[-1]:.1f} tokens/s, bare loop {bare[-1]:.1f} tokens/s")
+    ratio = statistics.median(harness) / statistics.median(bare)
+    print(f"{a.model} mb {a.micro_batch} x seq {a.seq}, {threads} threads: median bench pretrain "
+          f"{statistics.median(harness):.1f} tokens/s, bare loop {statistics.median(bare):.1f} tokens/s, "
+          f"ratio {ratio:.3f} (target >= 0.97)")
+
+
+if __name__ == "__main__":
+    main()

@@ -56,6 +56,8 @@ def test_size_sweep():
         size_sweep(2048, 1024, 2)
     with pytest.raises(UserError, match="factor"):
         size_sweep(1024, 4096, 1)
+    with pytest.raises(UserError, match="at most 200"):
+        size_sweep(1, 2**30, 1.01)
 
 
 def test_parse_ops():

@@ -62,6 +62,7 @@ BACKENDS = ("gloo", "nccl")
 _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2, "mib": 1024**2,
           "g": 1024**3, "gb": 1024**3, "gib": 1024**3}
 MAX_SIZE_BYTES = 64 * 1024**3
+MAX_SIZES = 200
 
 
 def parse_ops(text: str) -> list[str]:
@@ -102,6 +103,9 @@ def size_sweep(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
         if not sizes or round(s) > sizes[-1]:
             sizes.append(round(s))
         s *= factor
+    if len(sizes) > MAX_SIZES:
+        raise UserError(f"--min-bytes {min_bytes}, --max-bytes {max_bytes} and --factor {factor:g} give "
+                        f"{len(sizes)} sizes; at most {MAX_SIZES} (raise --factor)")
     return sizes
 
 

@@ -1,7 +1,8 @@
 """The activation-memory formula vs the live tensors of real training steps on this CPU.
 
 Measured with `measure.memory.live_tensor_tracker()` around one forward and backward of a
-randomly initialised debug-llama / tiny-llama (fp32), eager and SDPA attention, with and
+randomly initialised debug-llama / tiny-llama (fp32, and debug-llama in bf16: its norms
+keep fp32 copies and its residuals are freed, paths fp32 does not take), eager and SDPA attention, with and
 without full recomputation (transformers' gradient checkpointing).
 
 Baseline: the tracker counts storages that operators *return* inside the context. Tensors
@@ -26,12 +27,12 @@ from llmdissect.perfmodel import activations as act  # noqa: E402
 from llmdissect.perfmodel.stepmemory import training_step_peak_bytes  # noqa: E402
 from llmdissect.specs import get_model  # noqa: E402
 
-CASES = [("debug-llama", 4, 256), ("tiny-llama", 1, 256)]
+CASES = [("debug-llama", 4, 256, "fp32"), ("tiny-llama", 1, 256, "fp32"), ("debug-llama", 2, 128, "bf16")]
 
 
-def _measure(name: str, b: int, s: int, attn: str, recompute: bool) -> tuple[int, int]:
+def _measure(name: str, b: int, s: int, attn: str, recompute: bool, dtype: str) -> tuple[int, int]:
     spec = get_model(name)
-    model = build_model(spec, attn=attn, seed=0)
+    model = build_model(spec, attn=attn, dtype=dtype, seed=0)
     model.train()
     if recompute:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -46,17 +47,18 @@ def _measure(name: str, b: int, s: int, attn: str, recompute: bool) -> tuple[int
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,b,s", CASES)
+@pytest.mark.parametrize("name,b,s,dtype", CASES)
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
 @pytest.mark.parametrize("recompute", [False, True])
-def test_activation_formula_matches_real_training_step(name, b, s, attn, recompute):
+def test_activation_formula_matches_real_training_step(name, b, s, dtype, attn, recompute):
     torch.set_num_threads(1)
     spec = get_model(name)
-    baseline = spec.params_matmul * 4
+    e = 4 if dtype == "fp32" else 2
+    baseline = spec.params_matmul * e
     eager, level = int(attn == "eager"), 2 if recompute else 0
-    after_forward, peak = _measure(name, b, s, attn, recompute)
-    predicted_forward = act.activation_bytes(spec, b, s, 4, eager, level) + baseline
-    predicted_peak = training_step_peak_bytes(spec, b, s, 4, eager, level, 4) + baseline
+    after_forward, peak = _measure(name, b, s, attn, recompute, dtype)
+    predicted_forward = act.activation_bytes(spec, b, s, e, eager, level) + baseline
+    predicted_peak = training_step_peak_bytes(spec, b, s, e, eager, level, e) + baseline
     assert predicted_forward == pytest.approx(after_forward, rel=0.15)
     assert predicted_peak == pytest.approx(peak, rel=0.15)
 

@@ -5,8 +5,10 @@ the live tensors of real training steps (tests/unit/test_perfmodel_activations.p
 micro-batch, s sequence, h hidden, f intermediate, a heads, e bytes of the compute dtype,
 d_q = a x head_dim and d_kv = kv_heads x head_dim, one layer keeps for backward:
 
-- residual stream: the mid-layer and output residuals, 2 b s h e (its input is the previous
-  layer's output, or the embedding output for the first layer);
+- residual stream: the mid-layer and output residuals, 2 b s h e, in fp32 only: the next
+  RMSNorm saves its input for backward, and in bf16/fp16 that input is the norm's own fp32
+  copy, so the residual itself is freed (its input is the previous layer's output, or the
+  embedding output for the first layer);
 - each of the two RMSNorms: its input in fp32 (a copy only when e < 4), the normalized
   tensor and its output: 8 b s h bytes for fp32 and bf16 alike, plus rsqrt (b s, fp32);
 - attention inputs after RoPE: q, k, v, b s (d_q + 2 d_kv) e (RoPE multiplies by constant
@@ -33,8 +35,8 @@ ATTNS = ("eager", "sdpa", "flash")
 
 
 def residual_bytes_per_layer(m: ModelSpec, b, s, e):
-    """Mid-layer and output residuals: 2 b s h e."""
-    return 2 * b * s * m.hidden_size * e
+    """Mid-layer and output residuals: 2 b s h e, kept only in fp32 (see the module docstring)."""
+    return 2 * b * s * m.hidden_size * e * (e >= 4)
 
 
 def rmsnorm_bytes(m: ModelSpec, b, s, e):
@@ -86,8 +88,8 @@ def saved_layer_bytes(m: ModelSpec, b, s, e, eager, recompute_level, tp=1):
 
 
 def embedding_output_bytes(m: ModelSpec, b, s, e):
-    """The embedding output: the first layer's input."""
-    return b * s * m.hidden_size * e
+    """The embedding output, the first layer's input: kept only in fp32, like the residuals."""
+    return b * s * m.hidden_size * e * (e >= 4)
 
 
 def rope_table_bytes(m: ModelSpec, s, e):
@@ -96,9 +98,9 @@ def rope_table_bytes(m: ModelSpec, s, e):
 
 
 def logits_bytes(m: ModelSpec, b, s, e):
-    """The logits (b s V e, returned to the caller), their fp32 copy for the loss when
-    e < 4, and the fp32 log-softmax that NLL saves (transformers' ForCausalLMLoss)."""
-    return b * s * m.vocab_size * (e + (e < 4) * 4 + 4) + b * s * 8  # + the shifted int64 labels
+    """The logits (b s V e, returned to the caller) and the fp32 log-softmax that NLL saves
+    (transformers' ForCausalLMLoss; its fp32 upcast of the logits is freed once consumed)."""
+    return b * s * m.vocab_size * (e + 4) + b * s * 8  # + the shifted int64 labels
 
 
 def loss_backward_transient_bytes(m: ModelSpec, b, s):

@@ -109,3 +109,15 @@ def test_a_rank_that_dies_fails_the_whole_run_fast(db_path: Path):
     with open_store(db_path) as store:
         (record,) = store.query(kind="comm")
     assert record.status == "failed" and "rank 2" in record.error
+
+
+@pytest.mark.slow
+def test_a_rank_that_hangs_ends_at_the_timeout(db_path: Path):
+    t0 = time.monotonic()
+    proc = run_cli("bench", "comm", "--nproc", "2", *SMALL, "--hang-rank", "1", "--timeout-s", "12",
+                   "--db", str(db_path), "--json")
+    assert proc.returncode == 1 and time.monotonic() - t0 < 40
+    record = json.loads(proc.stdout)
+    assert record["status"] == "timeout" and "timed out after 12 s" in record["error"]
+    with open_store(db_path) as store:
+        assert store.get(record["id"]).status == "timeout"

@@ -28,6 +28,7 @@ def comm(
     json_out: bool = JsonOpt,
     check_offset: Optional[float] = typer.Option(None, hidden=True, help="Test hook: shift expected values."),
     die_rank: Optional[int] = typer.Option(None, hidden=True, help="Test hook: this rank exits mid-run."),
+    hang_rank: Optional[int] = typer.Option(None, hidden=True, help="Test hook: this rank hangs mid-run."),
 ) -> None:
     """Time collectives for a range of sizes; check every result; fit latency and bandwidth."""
     from llmdissect.cli.recording import finish
@@ -37,7 +38,7 @@ def comm(
     req = CommRequest(ops=ops, min_bytes=min_bytes, max_bytes=max_bytes, factor=factor, dtype=dtype, iters=iters,
                       warmup=warmup, backend=backend, nproc=nproc, nnodes=nnodes, node_rank=node_rank,
                       rdzv_endpoint=rdzv_endpoint, timeout_s=timeout_s,
-                      hooks={"check_offset": check_offset, "die_rank": die_rank})
+                      hooks={"check_offset": check_offset, "die_rank": die_rank, "hang_rank": hang_rank})
     config = build_config(req)
     db_path = check_writable(db)
     record, child = run_comm(config, req)

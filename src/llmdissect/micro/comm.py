@@ -16,13 +16,15 @@ Config keys: `backend` (gloo | nccl), `ops`, `sizes` (bytes), `dtype`, `iters`, 
 Test hooks (documented so tests can prove the checks work; never set by users):
 `check_offset` is added to every expected value, so a correct collective must be reported
 wrong (use a whole number with bf16/fp16, whose spacing reaches 1 above 128); `die_rank`
-makes that rank exit with code 17 after `die_after_rows` rows (default 1). The CLI passes
-them as the hidden options `--check-offset` and `--die-rank`.
+makes that rank exit with code 17 after `die_after_rows` rows (default 1), `hang_rank` makes
+it sleep there instead. The CLI passes them as the hidden options `--check-offset`,
+`--die-rank` and `--hang-rank`.
 """
 from __future__ import annotations
 
 import json
 import os
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
@@ -68,8 +70,11 @@ def _sweep(config: dict[str, Any], device: str) -> list[dict[str, Any]]:
             for placement in OPS[op].placements]
     rows: list[dict[str, Any]] = []
     for i, (op, size, placement) in enumerate(plan):
-        if config.get("die_rank") == rank and i == int(config.get("die_after_rows", 1)):
-            os._exit(DIE_EXIT_CODE)  # test hook: a rank lost mid-run
+        if i == int(config.get("die_after_rows", 1)):
+            if config.get("die_rank") == rank:
+                os._exit(DIE_EXIT_CODE)  # test hook: a rank lost mid-run
+            if config.get("hang_rank") == rank:
+                time.sleep(10**6)  # test hook: a rank stuck mid-run
         if rank == 0:
             _progress(config, i, len(plan), f"{op} {placement} {size} B")
         rows.append(_measure(op, placement, size, config, device, timer, seed=int(config.get("seed", 0)) + i))

@@ -16,7 +16,7 @@ from llmdissect.micro.collectives import (BACKENDS, DTYPES, buffer_bytes_per_ran
                                           parse_size, size_sweep)
 
 TARGET = "llmdissect.micro.comm:run"
-HOOKS = ("check_offset", "die_rank", "die_after_rows")
+HOOKS = ("check_offset", "die_rank", "hang_rank", "die_after_rows")
 
 
 @dataclass

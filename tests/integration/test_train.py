@@ -116,3 +116,16 @@ def test_data_file_with_trained_tokenizer(db_path, tmp_path):
     bad.write_text("{not json\n")
     proc = run_cli("bench", "pretrain", *TINY, "--data", str(bad), "--db", str(db_path))
     assert proc.returncode == 2 and "not JSON" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [["--optimizer", "adamw-fused"], ["--optimizer", "adamw-8bit"],
+                                  ["--dtype", "bf16", "--seq", "32"], ["--grad-accum", "2"]])
+def test_optimizer_dtype_and_accumulation_options_train(db_path, args):
+    record = bench(db_path, *args)
+    m = record["metrics"]
+    assert m["loss"][-1] < m["loss"][0]
+    if "--grad-accum" in args:
+        assert m["tokens_per_step"] == 2 * 64
+    if "bf16" in args:
+        assert "100x slower" in m["note"]

@@ -118,3 +118,16 @@ def test_decode_is_bandwidth_bound_and_batching_helps(a800x8):
         resolve_platform("a800"), "bf16")).metrics
     assert many["tokens_per_s"] > 10 * one["tokens_per_s"]
     assert one["max_batch"] > 32
+
+
+@pytest.mark.parametrize("zero,nproc,offload", [(0, 1, "none"), (0, 8, "none"), (1, 8, "none"), (2, 8, "none"),
+                                                (3, 8, "none"), (3, 8, "params")])
+def test_engine_is_the_one_bench_pretrain_would_pick(zero, nproc, offload):
+    pytest.importorskip("pydantic")
+    from llmdissect.workloads.train_config import TrainConfig, resolve_engine
+
+    plat = resolve_platform("a800", nproc)
+    setup = TrainSetup(kind="pretrain", model=get_model("tiny-llama"), platform=plat, seq=128, zero=zero,
+                       offload=offload)
+    measured = resolve_engine(TrainConfig(zero=zero, nproc=nproc, offload=offload)).engine
+    assert setup.config()["engine"] == measured

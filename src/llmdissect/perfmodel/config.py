@@ -110,9 +110,13 @@ class TrainSetup:
 
     @property
     def engine(self) -> str:
-        if self.zero or self.offload != "none":
+        """The engine `bench pretrain` would pick (workloads.train_config.resolve_engine), so
+        that `validate` joins estimate and measurement; optimizer-only offload needs DeepSpeed."""
+        if self.offload == "optimizer":  # FSDP2 offloads everything or nothing
             return "deepspeed"
-        return "ddp" if self.dp > 1 else "single"
+        if self.zero >= 2:
+            return "fsdp"
+        return "ddp" if self.zero == 1 or self.platform.num_devices > 1 else "single"
 
     def config(self) -> dict[str, Any]:
         """Config keys shared with measured runs (docs/developing.md)."""

@@ -41,7 +41,8 @@ CPU_ADAM_PARAMS_PER_S = 1.0e9
 
 # Bytes of optimizer state per parameter (beyond the parameter itself).
 #   adamw/adam under mixed precision: fp32 master copy + m + v = 12 (ZeRO paper's K = 12)
-#   adamw/adam in fp32: m + v = 8;  sgd with momentum: (master 4 +) momentum 4.
-OPTIMIZERS = ("adamw", "adam", "sgd")
+#   adamw/adam in fp32: m + v = 8;  sgd with momentum: (master 4 +) momentum 4;
+#   adamw-8bit (bitsandbytes, arXiv 2110.02861): m and v in 8 bits, 2 (+ master 4).
+OPTIMIZERS = ("adamw", "adamw-fused", "adamw-8bit", "adam", "sgd")
 
 # Inference: tokens of context a decode step sees on average is input + output / 2.

@@ -34,7 +34,8 @@ def optimizer_bytes_per_param(dtype_bytes, optimizer: str = "adamw"):
     (fp32 master + m + v); 8 in fp32 (m, v; the weight is its own master). SGD with momentum:
     4 + (4 when a fp32 master copy is needed)."""
     master = (dtype_bytes < 4) * 4
-    return master + (8 if optimizer in ("adam", "adamw") else 4)
+    moments = {"adam": 8, "adamw": 8, "adamw-fused": 8, "adamw-8bit": 2, "sgd": 4}[optimizer]
+    return master + moments
 
 
 def params_bytes(psi, dtype_bytes, stage, dp):

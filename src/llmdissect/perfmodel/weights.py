@@ -25,7 +25,7 @@ QUANT_ALIASES = {"int8": "int8-weight"}
 NF4_BLOCK = 64
 NF4_NESTED_BLOCK = 256
 INT4_GROUP = 128
-LORA_TARGETS_DEFAULT = ("q_proj", "v_proj")  # peft's default for Llama
+LORA_TARGETS_DEFAULT = ("q_proj", "k_proj", "v_proj", "o_proj")  # as `bench finetune` (workloads.train_config)
 LINEAR_NAMES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 

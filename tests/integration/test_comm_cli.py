@@ -1,8 +1,10 @@
 """`llmdissect bench comm` as a user runs it: real torchrun, real gloo ranks, real SQLite."""
 import json
 import time
+import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 from conftest import assert_user_error, run_cli
 
@@ -111,13 +113,28 @@ def test_a_rank_that_dies_fails_the_whole_run_fast(db_path: Path):
     assert record.status == "failed" and "rank 2" in record.error
 
 
+def _tagged_processes(tag: str) -> list[int]:
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get("LLMDISSECT_TEST_TAG") == tag:
+                found.append(p.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
 @pytest.mark.slow
-def test_a_rank_that_hangs_ends_at_the_timeout(db_path: Path):
+def test_a_rank_that_hangs_ends_at_the_timeout_and_leaves_no_process(db_path: Path):
+    tag = uuid.uuid4().hex
     t0 = time.monotonic()
     proc = run_cli("bench", "comm", "--nproc", "2", *SMALL, "--hang-rank", "1", "--timeout-s", "12",
-                   "--db", str(db_path), "--json")
+                   "--db", str(db_path), "--json", env={"LLMDISSECT_TEST_TAG": tag})
     assert proc.returncode == 1 and time.monotonic() - t0 < 40
     record = json.loads(proc.stdout)
     assert record["status"] == "timeout" and "timed out after 12 s" in record["error"]
     with open_store(db_path) as store:
         assert store.get(record["id"]).status == "timeout"
+    # torchrun puts each rank in a session of its own: the launcher must kill them too
+    time.sleep(0.5)
+    assert _tagged_processes(tag) == []

@@ -131,10 +131,23 @@ def _mentions_allocation_failure(text: str) -> bool:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
+    """Kill the child and everything below it. torchrun starts each worker in a session of
+    its own, so killing the child's process group alone would leave the ranks running."""
+    try:
+        import psutil
+
+        descendants = psutil.Process(proc.pid).children(recursive=True)
+    except Exception:  # psutil missing, or the child already gone
+        psutil, descendants = None, []
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    for p in descendants:
+        try:
+            p.kill()  # psutil refuses a pid that was reused meanwhile
+        except psutil.Error:
+            pass
 
 
 def _rank_errors(tmp: Path) -> dict[int, str]:

@@ -102,6 +102,7 @@ async def send(session: Any, url: str, body: bytes, headers: dict[str, str], str
     usage = finish = None
     try:
         async with session.post(url, data=body, headers=headers) as resp:
+            t_head = perf() - t0
             if resp.status != 200:
                 r.error = f"HTTP {resp.status}: {(await resp.text())[:200].strip()}"
                 return r
@@ -112,8 +113,12 @@ async def send(session: Any, url: str, body: bytes, headers: dict[str, str], str
                 usage = obj.get("usage")
             else:
                 parser, done, texts, times = SSEParser(), False, r.chunk_texts, r.chunk_times_s
+                # Body bytes that came in the packet of the headers (servers that send headers with
+                # the first chunk) arrived when the headers did, not when we got round to them.
+                early = resp.content.total_bytes > 0
                 async for chunk in resp.content.iter_any():
-                    now = perf() - t0
+                    now = t_head if early else perf() - t0
+                    early = False
                     for data in parser.feed(chunk):
                         if data.strip() == "[DONE]":
                             done = True

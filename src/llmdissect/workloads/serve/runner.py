@@ -18,6 +18,7 @@ from llmdissect.workloads.serve import arrivals, client, metrics, prompts
 
 ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 API_KEY_ENV = "OPENAI_API_KEY"
+MAX_WARM_CONNECTIONS = 512
 
 
 @dataclass
@@ -54,12 +55,29 @@ class RunOutcome:
     metrics: dict[str, Any]
     config_extra: dict[str, Any]
     server: dict[str, Any]
+    start_perf_s: float = 0.0
+    """time.perf_counter() (CLOCK_MONOTONIC on Linux) at the start of the run: send offsets count from it."""
 
 
 async def _sleep_until(t: float) -> None:
     delay = t - time.perf_counter()
     if delay > 0:
         await asyncio.sleep(delay)
+
+
+async def _warm_connections(session: Any, url: str, headers: dict[str, str], n: int) -> None:
+    """Open up to `n` keep-alive connections before the clock starts (cheap GETs), so that a
+    burst of requests times the server, not TCP handshakes and the client's first-use setup."""
+    import aiohttp
+
+    async def get() -> None:
+        try:
+            async with session.get(url, headers=headers) as resp:
+                await resp.read()
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            pass
+
+    await asyncio.gather(*(get() for _ in range(n)))
 
 
 def _bodies(cfg: ServeConfig, model: str, items: list[prompts.Prompt], extras: dict[str, Any]) -> list[bytes]:
@@ -132,6 +150,8 @@ async def run_async(cfg: ServeConfig, api_key: str | None = None,
             if on_done:
                 on_done(len(done_at), len(results))
 
+        warm = min(len(results), cfg.max_concurrency or len(results), MAX_WARM_CONNECTIONS)
+        await _warm_connections(session, base + "/v1/models", headers, warm)
         cpu0 = time.process_time()
         start = time.perf_counter()
         tasks = []
@@ -150,7 +170,7 @@ async def run_async(cfg: ServeConfig, api_key: str | None = None,
         "send_offsets_s": [r.send_offset_s for r in results],
         "scheduled_offsets_s": list(offsets[:len(results)]),
     })
-    extra = {"model": model, "sent_fields": sorted(extras), "fixed_output_len": "ignore_eos" in extras,
+    extra = {"model": model, "warm_connections": warm, "sent_fields": sorted(extras), "fixed_output_len": "ignore_eos" in extras,
              "output_tokens_counted_by": m["output_tokens_source"], "tokenizer": tok.path if tok else None,
              "input_len_exact": (not cfg.dataset and all(p.input_len == cfg.input_len for p in items))}
-    return RunOutcome(results, m, extra, server)
+    return RunOutcome(results, m, extra, server, start)

@@ -52,6 +52,7 @@ def test_fit_rows_uses_out_of_place_where_both_exist():
     rows += [row("all_gather", "in-place", s, 1.0) for s in SIZES]  # would ruin the fit if used
     rows += [row("all_reduce", "in-place", s, 2e-5 + s / 5e8) for s in SIZES]
     rows += [row("broadcast", "in-place", 1024, 1e-5)]  # one size: no fit
+    rows += [row("reduce", "in-place", 1024, 0.0), row("reduce", "in-place", 2048, 1e-5)]  # a zero time: no fit
     fits = fit_rows(rows)
     assert set(fits) == {"all_gather", "all_reduce"}
     assert fits["all_gather"].bandwidth_bytes_per_s == pytest.approx(1e9)

@@ -78,14 +78,15 @@ def _sq_rel_error(alpha: float, beta: float, points: Iterable[tuple[float, float
 def fit_rows(rows: Sequence[dict[str, Any]]) -> dict[str, AlphaBetaFit]:
     """One fit per operator from comm rows (median time of each row). Where an operator has
     both placements, the out-of-place rows are used, as nccl-tests lists them first.
-    Operators with fewer than two sizes get no fit."""
+    Operators with fewer than two sizes (or a non-positive time) get no fit."""
     fits: dict[str, AlphaBetaFit] = {}
     for op in dict.fromkeys(r["op"] for r in rows):
         mine = [r for r in rows if r["op"] == op]
         placements = {r["placement"] for r in mine}
         if len(placements) > 1:
             mine = [r for r in mine if r["placement"] == "out-of-place"]
-        sizes = [r["size_bytes"] for r in mine]
-        if len(set(sizes)) >= 2:
-            fits[op] = fit_alpha_beta(sizes, [r["time_s"]["median"] for r in mine])
+        try:
+            fits[op] = fit_alpha_beta([r["size_bytes"] for r in mine], [r["time_s"]["median"] for r in mine])
+        except ValueError:  # one size only, or a zero time (a timer too coarse): no fit
+            continue
     return fits

@@ -18,6 +18,8 @@ app.add_typer(bench_app, name="bench")
 # Each module has `register(app, bench_app)`. Imports inside the commands stay lazy so
 # that `--help` and the analytical commands start fast.
 COMMAND_MODULES = [
+    "llmdissect.cli.report_cmd",
+    "llmdissect.cli.compare_cmd",
     "llmdissect.cli.specs_cmd",
     "llmdissect.cli.results_cmd",
     "llmdissect.cli.run_cmd",
@@ -27,6 +29,7 @@ COMMAND_MODULES = [
     "llmdissect.cli.train_cmd",
     "llmdissect.cli.estimate_cmd",
     "llmdissect.cli.advise_cmd",
+    "llmdissect.cli.ops_cmd",
 ]
 for _name in COMMAND_MODULES:
     importlib.import_module(_name).register(app, bench_app)

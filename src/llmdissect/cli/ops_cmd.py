@@ -1,0 +1,99 @@
+"""`llmdissect bench ops`: every operator of a model's decoder layer at its real shapes,
+against its roofline. This module also registers `peak`, `calibrate` and `dissect`."""
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
+
+
+def parse_ops_config(model: str, tokens: int, passes: str, dtype: str, seqs: Optional[str], quant: bool,
+                     min_time: float, device: str, seed: int):
+    """A validated OpsConfig (UserError on bad input, before a child starts)."""
+    from llmdissect.config import parse_config
+    from llmdissect.errors import UserError
+    from llmdissect.micro.ops import OpsConfig
+    from llmdissect.specs.models import get_model
+    from llmdissect.workloads.train_config import resolve_device
+
+    seq_list = None
+    if seqs:
+        try:
+            seq_list = [int(s) for s in seqs.split(",") if s.strip()]
+        except ValueError:
+            raise UserError(f"--seqs must be comma-separated integers, got {seqs!r}") from None
+        if not seq_list or min(seq_list) < 1:
+            raise UserError(f"--seqs must be positive integers, got {seqs!r}")
+    cfg = parse_config(OpsConfig, model=model, tokens=tokens, passes=passes, dtype=dtype, seqs=seq_list, quant=quant,
+                       min_time_s=min_time, device=resolve_device(device), seed=seed)
+    spec = get_model(cfg.model)
+    longest = max(seq_list or [min(tokens, spec.max_position_embeddings)])
+    if longest > spec.max_position_embeddings:
+        raise UserError(f"--seqs {longest} is longer than {spec.name} allows ({spec.max_position_embeddings})")
+    if cfg.device == "cuda":
+        cfg = cfg.model_copy(update={"device": "cuda:0"})
+    return cfg
+
+
+def show(record) -> None:
+    from llmdissect.cli.output import console, human_bytes, human_rate, human_seconds, note, table
+
+    m, c = record.metrics, record.config
+    ceil = m["ceilings"]
+    rows = [(r["op"], r["pass"], r["shape"], r["dtype"], human_seconds(r["time_s"]["median"]),
+             human_rate(r["flops"], "FLOP").replace("/s", ""), human_bytes(r["bytes"]), f"{r['intensity']:.3g}",
+             human_rate(r["flops_per_s"], "FLOP/s"), human_rate(r["bytes_per_s"], "B/s"), f"{r['peak_fraction']:.1%}",
+             r["bound"]) for r in m["rows"]]
+    console.print(table(f"ops {c['model']}: {c['tokens']} tokens, {c['dtype']}, pass {c['pass']} "
+                        f"(time = median)", ["op", "pass", "shape", "dtype", "time", "FLOPs", "bytes", "FLOP/B",
+                                             "FLOP/s", "bytes/s", "of roofline", "bound"], rows))
+    peaks = ", ".join(f"{k} {human_rate(v, 'FLOP/s')}" for k, v in ceil["peak_flops_per_s"].items())
+    console.print(f"ceilings: {peaks}; DRAM {human_rate(ceil['memory_bandwidth_bytes_per_s'], 'B/s')} "
+                  f"({ceil['source']}); bandwidth ceiling per operator: copy rate at its working set")
+    eff = m["efficiency"]
+    console.print("efficiency (time-weighted): " + ", ".join(f"{k} {eff[k]:.1%}" for k in ("gemm", "attention",
+                                                                                           "memory") if k in eff))
+    if ceil.get("raised"):
+        note(f"{len(ceil['raised'])} row(s) beat a measured ceiling, which was raised to them (a noisy or "
+             f"stale `peak`?): {ceil['raised'][0]}")
+    for s in m.get("skipped") or []:
+        note(f"skipped: {s}")
+    if m.get("profile_path"):
+        console.print(f"efficiencies stored in {m['profile_path']}")
+    console.print(f"record {record.id} stored")
+
+
+def ops(model: str = typer.Option("tiny-llama", "--model", help="Preset, model TOML, config.json or folder."),
+        tokens: int = typer.Option(512, "--tokens", help="Tokens through the layer (batch x sequence)."),
+        passes: str = typer.Option("both", "--pass", help="fwd | bwd | both."),
+        dtype: str = typer.Option("fp32", "--dtype", help="fp32 | bf16 | fp16."),
+        seqs: Optional[str] = typer.Option(None, "--seqs", help="Attention sequence lengths, e.g. 128,512 "
+                                                                 "(default: tokens/4, tokens/2, tokens)."),
+        quant: bool = typer.Option(True, help="Include bitsandbytes/torchao quantize, dequantize and matmul."),
+        min_time: float = typer.Option(0.2, "--min-time", help="Seconds each operator is timed for (at least 5 runs)."),
+        device: str = typer.Option("auto", "--device", help="auto | cpu | cuda."),
+        seed: int = typer.Option(0, "--seed"),
+        profile: bool = typer.Option(True, help="Store per-class efficiencies in the calibration profile."),
+        threads: Optional[int] = typer.Option(None, "--threads", help="Threads (default: usable cores)."),
+        timeout: float = typer.Option(1800.0, "--timeout"),
+        db: DbPath = DbOpt, json_out: bool = JsonOpt) -> None:
+    """Time every operator of a model's decoder layer at its real shapes, against its roofline."""
+    from llmdissect.cli.recording import finish
+    from llmdissect.micro.ops_run import run_ops
+    from llmdissect.results.store import check_writable
+
+    cfg = parse_ops_config(model, tokens, passes, dtype, seqs, quant, min_time, device, seed)
+    db_path = check_writable(db)
+    record, child = run_ops(cfg, progress=True, timeout_s=timeout, threads=threads, store_profile=profile)
+    finish(record, db_path, json_out, show, user_error=child.user_error)
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    from llmdissect.cli import calibrate_cmd, dissect_cmd, peak_cmd
+
+    bench_app.command("ops")(ops)
+    peak_cmd.register(app, bench_app)
+    calibrate_cmd.register(app, bench_app)
+    dissect_cmd.register(app, bench_app)

@@ -1,0 +1,69 @@
+"""`llmdissect peak`: this machine's measured ceilings (matmul FLOP/s per dtype, copy
+bandwidth), stored in its calibration profile and shown next to catalogued or theoretical peaks."""
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
+
+
+def show(record) -> None:
+    from llmdissect.cli.output import console, human_rate, human_seconds, table
+
+    for entry in record.metrics["devices"].values():
+        theory = entry.get("theoretical_peak_flops_per_s") or {}
+        cat = entry.get("catalogued") or {}
+        ref_name = "theoretical" if entry["device"] == "cpu" else f"catalogued ({cat.get('name', 'unknown device')})"
+        ref_flops = theory if entry["device"] == "cpu" else cat.get("peak_flops_per_s", {})
+        rows = []
+        for r in entry["rows"]:
+            if r["what"] == "matmul":
+                ref = ref_flops.get(r["dtype"])
+                rows.append((f"matmul {r['dtype']} {r['n']}^3", human_seconds(r["time_s"]["median"]),
+                             human_rate(r["flops_per_s"], "FLOP/s"), human_rate(ref, "FLOP/s"),
+                             f"{r['flops_per_s'] / ref:.1%}" if ref else "-"))
+            else:
+                ref = cat.get("memory_bandwidth_bytes_per_s")
+                rows.append((f"copy {r['size_bytes'] / 2**20:.0f} MiB (read + write)",
+                             human_seconds(r["time_s"]["median"]), human_rate(r["bytes_per_s"], "B/s"),
+                             human_rate(ref, "B/s"), f"{r['bytes_per_s'] / ref:.1%}" if ref else "-"))
+        console.print(table(f"{entry['name']} ({entry['device']}): measured ceilings (median of each size)",
+                            ["what", "time", "measured", ref_name, "of it"], rows))
+        best = ", ".join(f"{k} {human_rate(v, 'FLOP/s')}" for k, v in entry["peak_flops_per_s"].items())
+        console.print(f"peak: {best}; bandwidth {human_rate(entry['memory_bandwidth_bytes_per_s'], 'B/s')}")
+        if entry["device"] == "cpu" and entry.get("theoretical"):
+            console.print("theoretical peak assumes: " + "; ".join(entry["theoretical"]["assumptions"]))
+            if entry.get("cpu_capability"):
+                console.print(f"torch CPU kernels: {entry['cpu_capability']}")
+    if record.metrics.get("profile_path"):
+        console.print(f"stored in {record.metrics['profile_path']}; record {record.id}")
+
+
+def peak(quick: bool = typer.Option(False, "--quick", help="Fewer, smaller sizes (about 10 s on a CPU)."),
+         device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda:N (default: cpu and every GPU)."),
+         min_time: Optional[float] = typer.Option(None, "--min-time", help="Seconds each size is timed for."),
+         profile: bool = typer.Option(True, help="Store the peaks in this machine's calibration profile."),
+         timeout: float = typer.Option(600.0, "--timeout", help="Seconds before the run is stopped."),
+         db: DbPath = DbOpt, json_out: bool = JsonOpt) -> None:
+    """Measure dense matmul FLOP/s per dtype and memory bandwidth on the CPU and each GPU."""
+    from llmdissect.cli.recording import finish
+    from llmdissect.errors import UserError
+    from llmdissect.micro.peak_run import run_peak, visible_devices
+    from llmdissect.results.store import check_writable
+
+    devices = visible_devices()
+    if device is not None:
+        if device not in devices:
+            raise UserError(f"--device {device!r} is not visible here; devices: {', '.join(devices)}")
+        devices = [device]
+    if min_time is not None and not 0 <= min_time <= 60:
+        raise UserError(f"--min-time must be between 0 and 60 seconds, got {min_time:g}")
+    db_path = check_writable(db)
+    record, child = run_peak(quick, devices, min_time, progress=True, timeout_s=timeout, store_profile=profile)
+    finish(record, db_path, json_out, show, user_error=child.user_error)
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    app.command("peak")(peak)

@@ -1,0 +1,187 @@
+"""The operators of one Llama decoder layer (plus embedding, head, loss, AdamW and the
+quantized matmuls) at a model's real shapes, as timed callables with their FLOPs and bytes.
+
+Each case builds its tensors only when asked (`make()`), from a fixed seed (random, never
+zeros), and returns the function the loop times. A backward case runs the forward once
+and times `torch.autograd.grad(..., retain_graph=True)` alone.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from llmdissect.micro import op_defs as od
+from llmdissect.specs.models import ModelSpec
+
+SDPA_BACKENDS = {"math": "MATH", "flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
+                 "cudnn": "CUDNN_ATTENTION"}
+
+
+@dataclass
+class OpCase:
+    op: str
+    shape: str
+    passes: str
+    """fwd | bwd | step (the optimizer)"""
+    cls: str
+    """gemm | attention | memory | optimizer | quant (the roofline class it calibrates)"""
+    cost: od.Cost
+    make: Callable[[], Callable[[], Any]]
+    dtype: str = ""
+
+
+class Maker:
+    """Random tensors on one device from one generator."""
+
+    def __init__(self, device: str, dtype: Any, seed: int):
+        import torch
+
+        self.torch, self.device, self.dtype = torch, device, dtype
+        self.gen = torch.Generator(device="cpu").manual_seed(seed)
+
+    def randn(self, *shape: int, grad: bool = False, dtype: Any = None, scale: float = 1.0) -> Any:
+        t = (self.torch.randn(*shape, generator=self.gen) * scale).to(self.device, dtype or self.dtype)
+        return t.requires_grad_(grad)
+
+    def ids(self, n: int, high: int) -> Any:
+        return self.torch.randint(0, high, (n,), generator=self.gen).to(self.device)
+
+
+def _timed(fwd: Callable[[], Any], passes: str, inputs: Callable[[], list[Any]], m: Maker) -> Callable[[], Any]:
+    """The forward itself, or the backward of one retained forward graph."""
+    if passes == "fwd":
+        return fwd
+    out = fwd()
+    grad_out = None if out.dim() == 0 else m.randn(*out.shape, dtype=out.dtype)
+    ins = inputs()
+    return lambda: m.torch.autograd.grad(out, ins, grad_out, retain_graph=True)
+
+
+def linear_case(m_: Callable[[], Maker], name: str, T: int, k: int, n: int, e: float, passes: str) -> OpCase:
+    def make():
+        m = m_()
+        x, w = m.randn(T, k, grad=passes == "bwd"), m.randn(n, k, grad=passes == "bwd", scale=k ** -0.5)
+        return _timed(lambda: m.torch.nn.functional.linear(x, w), passes, lambda: [x, w], m)
+    return OpCase(name, f"[{T},{k}]x[{n},{k}]^T", passes, "gemm", od.linear(T, k, n, e, passes), make)
+
+
+def attention_case(m_: Callable[[], Maker], spec: ModelSpec, b: int, s: int, e: float, passes: str,
+                   backend: str) -> OpCase:
+    a, g, d = spec.num_heads, spec.num_kv_heads, spec.head_dim
+
+    def make():
+        m = m_()
+        torch = m.torch
+        F = torch.nn.functional
+        q = m.randn(b, a, s, d, grad=passes == "bwd")
+        k, v = m.randn(b, g, s, d, grad=passes == "bwd"), m.randn(b, g, s, d, grad=passes == "bwd")
+        if backend == "eager":  # as transformers' eager_attention_forward: repeat kv, mask, fp32 softmax
+            mask = torch.full((s, s), float("-inf"), device=m.device).triu(1).to(m.dtype)
+
+            def fwd():
+                kk, vv = k.repeat_interleave(a // g, 1), v.repeat_interleave(a // g, 1)
+                w = torch.matmul(q, kk.transpose(2, 3)) * d ** -0.5 + mask  # [b, a, s, s]
+                return torch.matmul(F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype), vv)
+            return _timed(fwd, passes, lambda: [q, k, v], m)
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        kernel = getattr(SDPBackend, SDPA_BACKENDS[backend])
+        with sdpa_kernel([kernel]):
+            fwd = _timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True), passes,
+                         lambda: [q, k, v], m)
+            fwd()  # raises here, not in the timed loop, where the backend cannot run these inputs
+
+        def run():
+            with sdpa_kernel([kernel]):
+                return fwd()
+        return run
+    return OpCase(f"attention {backend}", f"b{b} s{s} h{a}/{g} d{d}", passes, "attention",
+                  od.attention(b, s, a, g, d, e, passes), make)
+
+
+def elementwise_cases(m_: Callable[[], Maker], spec: ModelSpec, T: int, e: float, passes: str,
+                      softmax_s: int) -> list[OpCase]:
+    h, f, V, d = spec.hidden_size, spec.intermediate_size, spec.vocab_size, spec.head_dim
+    qd, kvd, a = spec.q_dim, spec.kv_dim, spec.num_heads
+    bwd = passes == "bwd"
+
+    def rmsnorm():
+        from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+        m = m_()
+        norm = LlamaRMSNorm(h, spec.rms_norm_eps).to(m.device, m.dtype)
+        norm.weight.data.copy_(m.randn(h, scale=0.1) + 1)
+        x = m.randn(T, h, grad=bwd)
+        return _timed(lambda: norm(x), passes, lambda: [x, norm.weight], m)
+
+    def rope():
+        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+        m = m_()
+        q, k = m.randn(1, spec.num_heads, T, d, grad=bwd), m.randn(1, spec.num_kv_heads, T, d, grad=bwd)
+        cos, sin = m.randn(1, T, d), m.randn(1, T, d)
+        return _timed(lambda: _cat(m, apply_rotary_pos_emb(q, k, cos, sin)), passes, lambda: [q, k], m)
+
+    def swiglu():
+        m = m_()
+        gate, up = m.randn(T, f, grad=bwd), m.randn(T, f, grad=bwd)
+        return _timed(lambda: m.torch.nn.functional.silu(gate) * up, passes, lambda: [gate, up], m)
+
+    def softmax():
+        m = m_()
+        x = m.randn(1, a, softmax_s, softmax_s, grad=bwd)
+        return _timed(lambda: m.torch.softmax(x, dim=-1), passes, lambda: [x], m)
+
+    def embedding():
+        m = m_()
+        table, ids = m.randn(V, h, grad=bwd), m.ids(T, V)
+        return _timed(lambda: m.torch.nn.functional.embedding(ids, table), passes, lambda: [table], m)
+
+    def loss():
+        m = m_()
+        logits, target = m.randn(T, V, grad=bwd, dtype=m.torch.float32), m.ids(T, V)
+        return _timed(lambda: m.torch.nn.functional.cross_entropy(logits, target), passes, lambda: [logits], m)
+
+    return [
+        OpCase("embedding", f"[{T}] of [{V},{h}]", passes, "memory", od.embedding(T, V, h, e, passes), embedding),
+        OpCase("rmsnorm", f"[{T},{h}]", passes, "memory", od.rmsnorm(T, h, e, passes), rmsnorm),
+        OpCase("rope", f"q [{T},{qd}] k [{T},{kvd}]", passes, "memory", od.rope(T, qd, kvd, d, e, passes), rope),
+        OpCase("softmax", f"[1,{a},{softmax_s},{softmax_s}]", passes, "memory",
+               od.softmax(a * softmax_s, softmax_s, e, passes), softmax),
+        OpCase("silu x gate", f"[{T},{f}]", passes, "memory", od.swiglu(T, f, e, passes), swiglu),
+        OpCase("cross-entropy", f"[{T},{V}] fp32", passes, "memory", od.cross_entropy(T, V, passes), loss,
+               dtype="fp32"),
+    ]
+
+
+def _cat(m: Maker, pair: tuple[Any, Any]) -> Any:
+    """One output for both rotated tensors (the backward needs a single root)."""
+    q, k = pair
+    return m.torch.cat([q.flatten(), k.flatten()])
+
+
+def layer_param_shapes(spec: ModelSpec) -> list[tuple[int, ...]]:
+    """The parameters of one decoder layer (biases left out, as in Llama)."""
+    h, f, qd, kvd = spec.hidden_size, spec.intermediate_size, spec.q_dim, spec.kv_dim
+    return [(qd, h), (kvd, h), (kvd, h), (h, qd), (f, h), (f, h), (h, f), (h,), (h,)]
+
+
+def adamw_case(m_: Callable[[], Maker], spec: ModelSpec) -> OpCase:
+    shapes = layer_param_shapes(spec)
+    params = sum(_prod(s) for s in shapes)
+
+    def make():
+        m = m_()
+        ps = [m.randn(*s, grad=True, dtype=m.torch.float32, scale=0.02) for s in shapes]
+        for p in ps:
+            p.grad = m.randn(*p.shape, dtype=m.torch.float32, scale=1e-3)
+        return m.torch.optim.AdamW(ps, lr=1e-4).step
+    return OpCase("adamw step", f"{len(shapes)} tensors, {params} params (one layer)", "step", "optimizer",
+                  od.adamw(params), make, dtype="fp32")
+
+
+def _prod(shape: tuple[int, ...]) -> int:
+    out = 1
+    for n in shape:
+        out *= n
+    return out

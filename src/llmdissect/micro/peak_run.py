@@ -1,0 +1,121 @@
+"""`peak` end to end: the child measures every device, the parent makes the record and
+writes the calibration profile (`cpu` and `gpus.<device name>` sections)."""
+from __future__ import annotations
+
+from typing import Any
+
+from llmdissect.micro import peak as pk
+
+TARGET = "llmdissect.micro.peak_run:run"
+
+
+def _plan(device: str, quick: bool) -> tuple[dict[str, tuple[int, ...]], int]:
+    kind = "cuda" if device.startswith("cuda") else "cpu"
+    if kind == "cuda":
+        sizes = pk.GPU_SIZES_QUICK if quick else pk.GPU_SIZES
+    else:
+        sizes = pk.CPU_SIZES_QUICK if quick else pk.CPU_SIZES
+    return sizes, (pk.COPY_BYTES_QUICK if quick else pk.COPY_BYTES)[kind]
+
+
+def summarize_device(rows: list[dict[str, Any]], copy: dict[str, Any]) -> dict[str, Any]:
+    """Best sustained (median-time) FLOP/s per dtype over the sizes, and the copy bandwidth."""
+    best: dict[str, float] = {}
+    for r in rows:
+        best[r["dtype"]] = max(best.get(r["dtype"], 0.0), r["flops_per_s"])
+    return {"peak_flops_per_s": best, "memory_bandwidth_bytes_per_s": copy["bytes_per_s"], "rows": rows + [copy]}
+
+
+def run(config: dict[str, Any]) -> dict[str, Any]:
+    """Child entry: {"devices": [...], "quick": bool, "min_time_s": float}."""
+    import torch
+
+    from llmdissect.measure.env import capture_device_env
+    from llmdissect.micro.progress import report
+
+    torch.manual_seed(config.get("seed", 0))
+    plans = {d: _plan(d, config["quick"]) for d in config["devices"]}
+    total = sum(sum(len(v) for v in s.values()) + 1 for s, _ in plans.values())
+    done = [0]
+    out: dict[str, Any] = {}
+    for device, (sizes, nbytes) in plans.items():
+        def tick(device=device) -> None:
+            done[0] += 1
+            report(config, done[0], total, f"{device} matmuls")
+        report(config, done[0], total, f"{device} matmuls")
+        rows = pk.matmul_rows(device, sizes, config["min_time_s"], config.get("seed", 0), progress=tick)
+        report(config, done[0], total, f"{device} copy")
+        copy = pk.copy_row(device, nbytes, config["min_time_s"], config.get("seed", 0))
+        done[0] += 1
+        name = "cpu" if device == "cpu" else torch.cuda.get_device_name(int(device.split(":")[1]))
+        entry = {"device": device, "name": name, **summarize_device(rows, copy)}
+        if device == "cpu":
+            theory = pk.theoretical_cpu_peak(torch.get_num_threads())
+            entry["theoretical_peak_flops_per_s"] = theory.pop("flops_per_s")
+            entry["theoretical"] = theory
+            entry["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+        out[device] = entry
+    return {"metrics": {"devices": out}, "env": capture_device_env()}
+
+
+def visible_devices() -> list[str]:
+    """cpu, then each visible CUDA device (nvidia-smi is asked first: no torch import on CPU-only machines)."""
+    from llmdissect.measure.env import nvidia_smi
+
+    devices = ["cpu"]
+    if nvidia_smi():
+        import torch
+
+        devices += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    return devices
+
+
+def add_catalogue(metrics: dict[str, Any]) -> None:
+    """Next to each measured GPU, its catalogued peaks (specs.hardware.match_gpu)."""
+    from llmdissect.specs.hardware import match_gpu
+
+    for entry in metrics["devices"].values():
+        if entry["device"] != "cpu":
+            spec = match_gpu(entry["name"])
+            entry["catalogued"] = None if spec is None else {
+                "name": spec.name, "peak_flops_per_s": spec.peak_flops_per_s,
+                "memory_bandwidth_bytes_per_s": spec.memory_bandwidth_bytes_per_s, "source_url": spec.source_url}
+
+
+def profile_update(metrics: dict[str, Any], record_id: str | None = None) -> dict[str, Any]:
+    """The calibration profile's `cpu` and `gpus` sections from a peak run."""
+    update: dict[str, Any] = {}
+    for entry in metrics["devices"].values():
+        section = {"peak_flops_per_s": entry["peak_flops_per_s"],
+                   "memory_bandwidth_bytes_per_s": entry["memory_bandwidth_bytes_per_s"], "record_id": record_id}
+        if entry["device"] == "cpu":
+            section["theoretical_peak_flops_per_s"] = entry.get("theoretical_peak_flops_per_s", {})
+            update["cpu"] = section
+        else:
+            update.setdefault("gpus", {})[entry["name"]] = section
+            if entry.get("catalogued"):
+                update["gpus"][entry["catalogued"]["name"]] = section
+    return update
+
+
+def run_peak(quick: bool = False, devices: list[str] | None = None, min_time_s: float | None = None,
+             progress: bool = True, timeout_s: float = 600, store_profile: bool = True):
+    """Measure, make the `ops` record (config.what = peak), write the profile. Returns (record, child)."""
+    from llmdissect.calibration import update_profile
+    from llmdissect.launch import run_child
+    from llmdissect.measure.env import capture_env
+    from llmdissect.micro.progress import run_with_progress
+    from llmdissect.results.recording import record_from_child
+    from llmdissect.results.schema import utc_now
+
+    devices = devices or visible_devices()
+    config = {"what": "peak", "hardware": "cpu" if devices == ["cpu"] else "cuda", "devices": devices,
+              "quick": quick, "min_time_s": (0.3 if quick else 1.0) if min_time_s is None else min_time_s}
+    started = utc_now()
+    child = run_with_progress(lambda c: run_child(TARGET, c, timeout_s=timeout_s), config, "peak", progress)
+    record = record_from_child("ops", config, child, capture_env(), started_at=started)
+    if record.status == "ok":
+        add_catalogue(record.metrics)
+        if store_profile:
+            record.metrics["profile_path"] = str(update_profile(profile_update(record.metrics, record.id)))
+    return record, child

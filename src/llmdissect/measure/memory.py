@@ -67,15 +67,24 @@ def live_tensor_tracker():
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             self._sweep()
+            # A view or an in-place result shares an input's storage: nothing was allocated
+            # (counting it would add e.g. every linear weight, seen through `aten.t`).
+            inputs = {_storage_key(t) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)}
             for t in tree_flatten(out)[0]:
                 if isinstance(t, torch.Tensor) and t.device.type == "cpu":
                     st = t.untyped_storage()
                     key = st._cdata
-                    if key not in self.live:
+                    if key not in self.live and key not in inputs:
                         n = st.nbytes()
                         self.live[key] = (StorageWeakRef(st), n)
                         self.current_bytes += n
             self.peak_bytes = max(self.peak_bytes, self.current_bytes)
             return out
+
+    def _storage_key(t: Any) -> int | None:
+        try:
+            return t.untyped_storage()._cdata
+        except (RuntimeError, NotImplementedError):  # tensor subclasses without one storage
+            return None
 
     return LiveTensorTracker()

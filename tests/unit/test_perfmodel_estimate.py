@@ -79,6 +79,15 @@ def test_calibration_efficiency_overrides_defaults():
     assert slow["memory"] == fast["memory"]
 
 
+def test_collective_fits_come_from_the_profile():
+    plat = resolve_platform("8xa800")
+    profile = {"gpus": {"A800-80G-SXM": {}}, "collectives": {"nccl": {"all_reduce": {
+        "alpha_s": 3e-5, "beta_s_per_byte": 2e-11, "nproc": 8}}}}
+    mach = machine_for(plat, "bf16", profile)
+    assert mach.network.fits == {"all_reduce": (3e-5, 2e-11, 8)}
+    assert "calibration profile" in mach.sources["collectives"]
+
+
 def test_profile_for_another_machine_does_not_apply_implicitly():
     plat = resolve_platform("a800")
     mach = machine_for(plat, "bf16", {"cpu": {"peak_flops_per_s": {"bf16": 1e9}}, "efficiency": {"gemm": 0.1}})
@@ -91,8 +100,10 @@ def test_ring_collectives_follow_the_alpha_beta_model():
     assert comm.collective_time_s(net, "all_reduce", size, n) == pytest.approx(2 * 7 * 1e-5 + 2 * 7 / 8 * size / 100e9)
     assert comm.collective_time_s(net, "all_gather", size, n) == pytest.approx(7 * 1e-5 + 7 / 8 * size / 100e9)
     assert comm.collective_time_s(net, "all_reduce", size, 1) == 0
-    fitted = comm.Network(100e9, 1e-5, 1.0, fits={"all_reduce": (2e-5, 1e-11)})
+    fitted = comm.Network(100e9, 1e-5, 1.0, fits={"all_reduce": (2e-5, 1e-11, 8)})
     assert comm.collective_time_s(fitted, "all_reduce", size, n) == pytest.approx(2e-5 + 1e-11 * size)
+    # measured at 8 ranks: at 4 the ring model stands
+    assert comm.collective_time_s(fitted, "all_reduce", size, 4) == comm.collective_time_s(net, "all_reduce", size, 4)
     # ZeRO-3 moves 1.5x the data-parallel volume (paper, section 7)
     dp = comm.data_parallel_comm_s(net, 0, size, size, n, 1)
     z3 = comm.data_parallel_comm_s(net, 3, size, size, n, 1)

@@ -79,7 +79,7 @@ def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None =
     if applies:
         for op, fit in (profile.get("collectives", {}).get(backend) or {}).items():
             if isinstance(fit, dict) and "alpha_s" in fit and "beta_s_per_byte" in fit:
-                fits[op] = (float(fit["alpha_s"]), float(fit["beta_s_per_byte"]))
+                fits[op] = (float(fit["alpha_s"]), float(fit["beta_s_per_byte"]), int(fit.get("nproc") or 0))
     if link is not None:
         network = Network(link.unidirectional_bytes_per_s, default_alpha_s(link.kind), eff["comm"], fits)
     else:  # one host's processes talk through its memory

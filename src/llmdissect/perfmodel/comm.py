@@ -31,7 +31,8 @@ class Network:
     alpha_s: float
     efficiency: float = 0.8
     fits: dict = field(default_factory=dict)
-    """op -> (alpha_s, beta_s_per_byte) measured by `bench comm`."""
+    """op -> (alpha_s, beta_s_per_byte, nproc) measured by `bench comm`; a fit stands in for
+    the ring model only at the rank count it was measured with (nproc 0: any)."""
 
 
 def default_alpha_s(link_kind: str) -> float:
@@ -46,11 +47,14 @@ def collective_time_s(net: Network, op: str, size_bytes, n):
     """Time of one ring collective of nccl-tests size `size_bytes` over `n` ranks."""
     steps, volume = FACTORS[op]
     single = (n <= 1) * 1
-    if op in net.fits:
-        alpha, beta = net.fits[op]
-        return (1 - single) * (alpha + beta * size_bytes)
     ring = (n - 1) / (n + single)  # n = 1 gives 0 (and never divides by zero)
-    return steps * (n - 1) * net.alpha_s + volume * ring * size_bytes / (net.bandwidth_bytes_per_s * net.efficiency)
+    model = steps * (n - 1) * net.alpha_s + volume * ring * size_bytes / (net.bandwidth_bytes_per_s * net.efficiency)
+    if op not in net.fits:
+        return model
+    alpha, beta, nproc = net.fits[op]
+    measured = (1 - single) * (alpha + beta * size_bytes)
+    use = (n == nproc) * 1 if nproc else 1
+    return use * measured + (1 - use) * model
 
 
 def p2p_time_s(net: Network, size_bytes):

@@ -142,3 +142,13 @@ def test_engine_is_the_one_bench_pretrain_would_pick(zero, nproc, offload):
                        offload=offload)
     measured = resolve_engine(TrainConfig(zero=zero, nproc=nproc, offload=offload)).engine
     assert setup.config()["engine"] == measured
+
+
+def test_gpu_section_named_as_torch_names_the_device():
+    plat = resolve_platform("h100")
+    profile = {"gpus": {"NVIDIA H100 80GB HBM3": {"peak_flops_per_s": {"bf16": 7e14},
+                                                  "efficiency": {"gemm": 0.6}}},
+               "efficiency": {"gemm": 0.3, "memory": 0.7}}
+    mach = machine_for(plat, "bf16", profile)
+    assert mach.ceilings.peak_flops_per_s == 7e14
+    assert mach.efficiency["gemm"] == 0.6 and mach.efficiency["memory"] == 0.7

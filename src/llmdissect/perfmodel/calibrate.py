@@ -38,10 +38,12 @@ def _profile_section(hw: HardwareSpec, profile: dict[str, Any], explicit: bool) 
         return None
     if hw.kind == "cpu":
         return profile.get("cpu", {})
-    gpus = profile.get("gpus", {})
-    for key in (hw.name, hw.name.lower(), *hw.aliases):
-        if key in gpus:
-            return gpus[key]
+    # `peak` and `bench ops` key GPUs by torch's device name ("NVIDIA H100 80GB HBM3")
+    names = [n.lower() for n in (hw.name, *hw.aliases)]
+    for key, section in (profile.get("gpus") or {}).items():
+        k = key.lower()
+        if k in names or any(n in k for n in names):
+            return section
     return {} if explicit else None
 
 
@@ -62,9 +64,10 @@ def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None =
     if hw.efficiency:
         eff.update(hw.efficiency)
         sources["efficiency"] = "hardware spec"
-    if applies and profile.get("efficiency"):
-        eff.update({k: _efficiency(v, k) for k, v in profile["efficiency"].items()})
-        sources["efficiency"] = "calibration profile"
+    for table in ((profile.get("efficiency") if applies else None), (section or {}).get("efficiency")):
+        if isinstance(table, dict) and table:  # the device's own section wins over the top level
+            eff.update({k: _efficiency(v, k) for k, v in table.items() if k in eff})
+            sources["efficiency"] = "calibration profile"
     peak = hw.peak(dtype)
     bandwidth = hw.memory_bandwidth_bytes_per_s
     if applies and section:

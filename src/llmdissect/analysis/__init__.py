@@ -1,0 +1,1 @@
+"""Analysis of stored records: comparisons, validation of estimates, findings."""

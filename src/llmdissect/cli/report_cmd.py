@@ -1,0 +1,44 @@
+"""`llmdissect report`: a self-contained HTML report and a Markdown report of stored records."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from llmdissect.cli.options import DbOpt, DbPath
+
+
+def report(out: Path = typer.Option(..., "--out", "-o", help="Folder to write report.html, report.md and plots/ into."),
+           db: DbPath = DbOpt,
+           suite: Optional[str] = typer.Option(None, "--suite", help="Only the records of this suite."),
+           since: Optional[str] = typer.Option(None, "--since",
+                                               help="Only records started since: an ISO date/time or an age (2h, 3d)."),
+           ids: Optional[str] = typer.Option(None, "--ids", help="Only these run ids (comma-separated; prefixes work)."),
+           title: str = typer.Option("llm-dissect report", "--title", help="Title of the report.")) -> None:
+    """Write report.html (one file, plots inline, opens offline) and report.md (plots beside it)."""
+    from llmdissect.cli.output import console
+    from llmdissect.report.build import make_report
+    from llmdissect.report.select import select_records
+
+    records = select_records(db, suite=suite, since=since, ids=ids.split(",") if ids is not None else None)
+    what = f"suite {suite}" if suite else f"since {since}" if since else f"{len(records)} chosen run(s)" if ids \
+        else "all records"
+    html, md = make_report(records, out, title=title, subtitle=f"{len(records)} record(s): {what}")
+    console.print(f"report: {html}")
+    console.print(f"markdown: {md}")
+
+
+def write_suite_report(db_path: Path, suite: str, out: Path) -> Path:
+    """The report of one suite's records (used at the end of `run quick`); returns the HTML path."""
+    from llmdissect.report.build import make_report
+    from llmdissect.report.select import select_records
+
+    records = select_records(db_path, suite=suite)
+    html, _ = make_report(records, out, title=f"llm-dissect: {suite} suite",
+                          subtitle=f"{len(records)} record(s) of suite {suite} in {db_path}")
+    return html
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    app.command("report")(report)

@@ -1,0 +1,116 @@
+"""Report sections of inference (offline grid) and serving (latency against throughput)."""
+from __future__ import annotations
+
+from llmdissect.analysis import findings
+from llmdissect.analysis.compare import median_of, samples_of
+from llmdissect.report import plots
+from llmdissect.report.section import Section, Table, ms
+from llmdissect.report.select import machine, ok
+from llmdissect.results.schema import RunRecord
+
+
+def _measured(r: RunRecord, key: str, scale: float = 1.0) -> findings.Measured:
+    s = samples_of(r.metrics, key)
+    return findings.Measured(r.id, (median_of(r.metrics, key) or 0.0) * scale, [v * scale for v in s] if s else None)
+
+
+def inference(records: list[RunRecord]) -> Section | None:
+    runs = [r for r in ok(records, "infer") if median_of(r.metrics, "ttft_s") is not None]
+    if not runs:
+        return None
+    sec = Section("inference", "Offline inference",
+                  "TTFT, TPOT and decode throughput (docs/metrics.md) against batch size and prompt length; one "
+                  "line per model, quantization and output length, medians over the timed calls.")
+    groups: dict[tuple, list[RunRecord]] = {}
+    for r in runs:
+        c = r.config
+        groups.setdefault((c.get("model"), c.get("quant", "none"), c.get("dtype"), machine(r.env)), []).append(r)
+    ttft_len, tpot_batch, dec_batch = {}, {}, {}
+    for (model, quant, dtype, where), group in groups.items():
+        tag = f"{model} {dtype}" + (f" {quant}" if quant not in (None, "none") else "")
+        for batch in sorted({r.config.get("batch") for r in group}):
+            pts = [r for r in group if r.config.get("batch") == batch]
+            ttft_len[f"{tag} b={batch}"] = ([r.config.get("input_len") for r in pts],
+                                            [ms(median_of(r.metrics, "ttft_s")) for r in pts])
+        for length in sorted({r.config.get("input_len") for r in group}):
+            pts = [r for r in group if r.config.get("input_len") == length]
+            tpot_batch[f"{tag} in={length}"] = ([r.config.get("batch") for r in pts],
+                                                [ms(median_of(r.metrics, "tpot_s")) for r in pts])
+            dec_batch[f"{tag} in={length}"] = ([r.config.get("batch") for r in pts],
+                                               [median_of(r.metrics, "decode_tokens_per_s") for r in pts])
+            if len(pts) > 1:
+                sec.findings += findings.scaling(
+                    f"Decode throughput of {tag} at prompt {length}",
+                    [(r.config["batch"], _measured(r, "decode_tokens_per_s")) for r in pts], "batch", "tokens/s", where)
+                sec.findings += findings.scaling(
+                    f"TPOT of {tag} at prompt {length}",
+                    [(r.config["batch"], _measured(r, "tpot_s", 1e3)) for r in pts], "batch", "ms", where)
+        for batch in sorted({r.config.get("batch") for r in group}):
+            pts = [r for r in group if r.config.get("batch") == batch]
+            if len({r.config.get("input_len") for r in pts}) > 1:
+                sec.findings += findings.scaling(
+                    f"TTFT of {tag} at batch {batch}",
+                    [(r.config["input_len"], _measured(r, "ttft_s", 1e3)) for r in pts], "prompt length", "ms", where)
+    sec.plots.append(plots.lines("infer-ttft", "Time to first token against prompt length", ttft_len,
+                                 xlabel="prompt length (tokens)", ylabel="TTFT, median (ms)", logx=True,
+                                 legend_title="model, batch"))
+    sec.plots.append(plots.lines("infer-tpot", "Time per output token against batch size", tpot_batch,
+                                 xlabel="batch size (sequences)", ylabel="TPOT, median (ms)", logx=True,
+                                 legend_title="model, prompt"))
+    sec.plots.append(plots.lines("infer-throughput", "Decode throughput against batch size", dec_batch,
+                                 xlabel="batch size (sequences)", ylabel="decode throughput (tokens/s)", logx=True,
+                                 legend_title="model, prompt"))
+    rows = [(r.config.get("model"), r.config.get("quant"), r.config.get("batch"), r.config.get("input_len"),
+             r.config.get("output_len"), ms(median_of(r.metrics, "ttft_s")), ms(median_of(r.metrics, "tpot_s")),
+             median_of(r.metrics, "decode_tokens_per_s"), median_of(r.metrics, "prefill_tokens_per_s"),
+             r.metrics.get("weights_bytes") and r.metrics["weights_bytes"] / 2**20) for r in runs]
+    sec.tables.append(Table("Inference points", ["model", "quant", "batch", "prompt", "output", "TTFT (ms)",
+                                                 "TPOT (ms)", "decode tokens/s", "prefill tokens/s",
+                                                 "weights (MiB)"], rows))
+    return sec
+
+
+def _rate(r: RunRecord) -> float:
+    rate = r.config.get("request_rate")
+    return float("inf") if rate in (None, "inf") else float(rate)
+
+
+def serving(records: list[RunRecord]) -> Section | None:
+    runs = [r for r in ok(records, "serve") if r.metrics.get("request_throughput_per_s")]
+    if not runs:
+        return None
+    sec = Section("serving", "Serving",
+                  "Latency percentiles against achieved throughput, one point per offered request rate "
+                  "(docs/metrics.md: TTFT from sending the request, TPOT per request).")
+    groups: dict[str, list[RunRecord]] = {}
+    for r in runs:
+        groups.setdefault(f"{r.config.get('model') or r.config.get('server') or 'server'} on {machine(r.env)}",
+                          []).append(r)
+    rows = []
+    for gi, (name, group) in enumerate(groups.items()):
+        group = sorted(group, key=_rate)
+        x = [r.metrics["request_throughput_per_s"] for r in group]
+        series = {}
+        for metric, label in (("ttft_s", "TTFT"), ("e2e_latency_s", "end-to-end")):
+            for q in ("median", "p99"):
+                ys = [(r.metrics.get(metric) or {}).get(q) for r in group]
+                if any(y is not None for y in ys):
+                    series[f"{label} {'p50' if q == 'median' else q}"] = (x, [y * 1e3 if y is not None else None
+                                                                              for y in ys])
+        sec.plots.append(plots.lines(f"serve-latency-{gi}", f"Latency against throughput: {name}", series,
+                                     xlabel="achieved throughput (requests/s)", ylabel="latency (ms)",
+                                     legend_title="percentile"))
+        sec.findings += findings.serving([(_rate(r), r.metrics["request_throughput_per_s"],
+                                           (r.metrics.get("ttft_s") or {}).get("median") or 0.0,
+                                           (r.metrics.get("ttft_s") or {}).get("p99") or 0.0) for r in group], name)
+        for r in group:
+            m = r.metrics
+            rows.append((name, "unbounded" if _rate(r) == float("inf") else _rate(r), m.get("completed"),
+                         m["request_throughput_per_s"], m.get("output_tokens_per_s"),
+                         ms((m.get("ttft_s") or {}).get("median")), ms((m.get("ttft_s") or {}).get("p99")),
+                         ms((m.get("tpot_s") or {}).get("median")), ms((m.get("tpot_s") or {}).get("p99")),
+                         m.get("goodput_per_s")))
+    sec.tables.append(Table("Serving runs", ["server", "offered rate (req/s)", "completed", "requests/s",
+                                             "output tokens/s", "TTFT p50 (ms)", "TTFT p99 (ms)", "TPOT p50 (ms)",
+                                             "TPOT p99 (ms)", "goodput (req/s)"], rows))
+    return sec

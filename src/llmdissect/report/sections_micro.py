@@ -1,0 +1,155 @@
+"""Report sections of the machine: environment and ceilings, operators on a roofline, collectives."""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from llmdissect.analysis import findings
+from llmdissect.report import plots
+from llmdissect.report.section import Section, Table
+from llmdissect.report.select import machine, ok
+from llmdissect.results.schema import RunRecord
+
+
+def _is_peak(r: RunRecord) -> bool:
+    return r.kind == "ops" and r.config.get("what") == "peak"
+
+
+def measured_ceilings(records: list[RunRecord], profile: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """device -> {peak_flops_per_s: {dtype: x}, memory_bandwidth_bytes_per_s: y, source}: the latest
+    `peak` record of the selection, else the calibration profile of this machine."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in ok(records, "ops"):
+        if _is_peak(r):
+            for dev, d in (r.metrics.get("devices") or {}).items():
+                out[dev] = {"peak_flops_per_s": d.get("peak_flops_per_s") or {},
+                            "memory_bandwidth_bytes_per_s": d.get("memory_bandwidth_bytes_per_s"),
+                            "source": f"peak run {r.id} ({r.started_at[:16]})"}
+    if not out and profile:
+        entries = {"cpu": profile.get("cpu") or {}, **(profile.get("gpus") or {})}
+        for dev, d in entries.items():
+            if d.get("peak_flops_per_s") or d.get("memory_bandwidth_bytes_per_s"):
+                out[dev] = {"peak_flops_per_s": d.get("peak_flops_per_s") or {},
+                            "memory_bandwidth_bytes_per_s": d.get("memory_bandwidth_bytes_per_s"),
+                            "source": f"calibration profile ({profile.get('updated_at', '')[:16]})"}
+    return out
+
+
+def environment(records: list[RunRecord], profile: dict[str, Any]) -> Section:
+    sec = Section("environment", "Environment and machine ceilings")
+    measured = [r for r in records if r.source == "measured"]
+    envs = [r.env for r in measured] or [r.env for r in records]
+    kinds = Counter((r.kind, r.source, r.status) for r in records)
+    rows = []
+    for where, n in Counter(machine(e) for e in envs if e).items():
+        env = next(e for e in envs if machine(e) == where)
+        libs = env.get("libraries") or {}
+        rows.append((where, n, env.get("memory_bytes") and f"{env['memory_bytes'] / 2**30:.1f} GiB",
+                     env.get("python"), libs.get("torch"), libs.get("transformers"), env.get("git_revision")))
+    sec.tables.append(Table("Machines of the records", ["machine", "records", "memory", "python", "torch",
+                                                        "transformers", "git revision"], rows))
+    sec.tables.append(Table("Records", ["kind", "source", "status", "count"],
+                            [(*k, n) for k, n in sorted(kinds.items())]))
+    ceil = measured_ceilings(records, profile)
+    crow = []
+    for dev, c in ceil.items():
+        bw = c.get("memory_bandwidth_bytes_per_s")
+        for dtype, peak in (c.get("peak_flops_per_s") or {}).items():
+            crow.append((dev, dtype, peak and peak / 1e9, bw and bw / 1e9, peak / bw if peak and bw else None,
+                         c["source"]))
+            sec.findings.append(f"Measured {dtype} peak on {dev}: {peak / 1e9:.3g} GFLOP/s"
+                                + (f"; with {bw / 1e9:.3g} GB/s of memory bandwidth the ridge point is "
+                                   f"{peak / bw:.3g} FLOP/byte." if bw else "."))
+    if crow:
+        sec.tables.append(Table("Measured ceilings", ["device", "dtype", "peak (GFLOP/s)", "bandwidth (GB/s)",
+                                                      "ridge (FLOP/byte)", "from"], crow))
+    else:
+        sec.findings.append("No measured ceilings: run `llmdissect peak` to add them.")
+    sec.findings.insert(0, f"{len(records)} record(s) from {len(rows)} machine(s): "
+                        + ", ".join(f"{n} {k}" for k, n in sorted(Counter(r.kind for r in records).items()))
+                        + f"; {sum(1 for r in records if r.status != 'ok')} did not end ok.")
+    return sec
+
+
+def failures(records: list[RunRecord]) -> Section | None:
+    bad = [r for r in records if r.status not in ("ok", "skipped")]
+    if not bad:
+        return None
+    sec = Section("failures", "Runs that did not finish")
+    sec.findings.append(f"{len(bad)} run(s) ended {', '.join(sorted({r.status for r in bad}))}; their errors "
+                        f"are below as recorded.")
+    sec.tables.append(Table("Failed runs", ["run id", "kind", "model", "status", "error"],
+                            [(r.id, r.kind, r.config.get("model"), r.status, (r.error or "")[:300]) for r in bad]))
+    return sec
+
+
+def operators(records: list[RunRecord], profile: dict[str, Any]) -> Section | None:
+    runs = [r for r in ok(records, "ops") if not _is_peak(r) and r.metrics.get("rows")]
+    if not runs:
+        return None
+    sec = Section("operators", "Operators on the roofline",
+                  "Each operator row at its measured FLOP/s against its arithmetic intensity; the lines are the "
+                  "measured ceilings: min(peak FLOP/s, intensity x memory bandwidth).")
+    ceil = measured_ceilings(records, profile)
+    for i, r in enumerate(runs):
+        rows = [row for row in r.metrics["rows"] if row.get("intensity") and row.get("flops_per_s")]
+        if not rows:
+            continue
+        c = r.metrics.get("ceilings") or {}
+        dtype = rows[0].get("dtype", "fp32")
+        peak = c.get("peak_flops_per_s") or max(row.get("peak_flops_per_s") or 0 for row in rows) or None
+        bw = c.get("memory_bandwidth_bytes_per_s")
+        dev = (ceil.get("cpu") or next(iter(ceil.values()), {}))
+        peak = peak or (dev.get("peak_flops_per_s") or {}).get(dtype)
+        bw = bw or dev.get("memory_bandwidth_bytes_per_s")
+        series: dict[str, tuple[list, list]] = {}
+        for row in rows:
+            xs, ys = series.setdefault(f"{row.get('class') or row['op']} ({row.get('pass', 'fwd')})", ([], []))
+            xs.append(row["intensity"])
+            ys.append(row["flops_per_s"])
+        where = f"{r.config.get('model', '')} on {machine(r.env)}"
+        if peak and bw:
+            sec.plots.append(plots.roofline(f"roofline-{i}", f"Roofline: {where}", {dtype: (peak, bw)}, series))
+            sec.findings += findings.roofline([(f"{row['op']} {row.get('pass', '')}".strip(), row["intensity"],
+                                                row["flops_per_s"]) for row in rows], peak, bw, dtype)
+        else:
+            sec.plots.append(plots.lines(f"roofline-{i}", f"Operators (no ceilings measured): {where}", series,
+                                         xlabel="arithmetic intensity (FLOP/byte)", ylabel="achieved (FLOP/s)",
+                                         logx=True, logy=True, markers_only=True, legend_title="operator"))
+        top = sorted(rows, key=lambda row: -(row.get("time_s") or {}).get("median", 0))[:12]
+        sec.tables.append(Table(f"Slowest operators: {where}", ["op", "pass", "shape", "dtype", "median (ms)",
+                                                                "GFLOP/s", "GB/s", "of roofline"],
+                                [(row["op"], row.get("pass"), row.get("shape"), row.get("dtype"),
+                                  (row.get("time_s") or {}).get("median", 0) * 1e3, row["flops_per_s"] / 1e9,
+                                  (row.get("bytes_per_s") or 0) / 1e9,
+                                  f"{row['peak_fraction']:.0%}" if row.get("peak_fraction") else None)
+                                 for row in top]))
+    return sec if sec.plots else None
+
+
+def collectives(records: list[RunRecord]) -> Section | None:
+    runs = [r for r in ok(records, "comm") if r.metrics.get("rows")]
+    if not runs:
+        return None
+    sec = Section("collectives", "Collectives",
+                  "Bus bandwidth (nccl-tests' definition) against message size, per operator; out-of-place rows "
+                  "where both placements were measured.")
+    for i, r in enumerate(runs):
+        per_op: dict[str, list[tuple[float, float]]] = {}
+        has_oop = {row.get("op") for row in r.metrics["rows"] if row.get("placement") == "out-of-place"}
+        for row in r.metrics["rows"]:
+            if row.get("op") in has_oop and row.get("placement") != "out-of-place":
+                continue  # the fit's rows: out-of-place where both placements exist
+            per_op.setdefault(row["op"], []).append((row["size_bytes"], row["busbw_bytes_per_s"]))
+        where = f"{r.config.get('backend', '')} x{r.config.get('nproc', '?')} on {machine(r.env)}"
+        series = {op: ([s for s, _ in v], [b / 1e9 for _, b in v]) for op, v in per_op.items()}
+        sec.plots.append(plots.lines(f"comm-busbw-{i}", f"Bus bandwidth: {where}", series,
+                                     xlabel="message size (bytes, log scale)", ylabel="bus bandwidth (GB/s)",
+                                     logx=True, legend_title="collective"))
+        sec.findings += findings.collectives(per_op, where)
+        fits = r.metrics.get("fits") or {}
+        if fits:
+            sec.tables.append(Table(f"Alpha-beta fits: {where}", ["op", "alpha (us)", "beta (GB/s)", "fit error"],
+                                    [(op, f["alpha_s"] * 1e6, 1 / f["beta_s_per_byte"] / 1e9 if f.get("beta_s_per_byte")
+                                      else None, f"{f['fit_error']:.0%}") for op, f in fits.items()]))
+    return sec

@@ -21,9 +21,11 @@ def _show(record) -> None:
         s = m.get(key)
         rows.append((key, *((human_seconds(s[q]) for q in ("mean", "median", "p90", "p99")) if s else "----")))
     rate = record.config.get("request_rate")
-    console.print(table(f"serve {record.id}: {record.config.get('endpoint')} at rate {rate}/s, "
-                        f"concurrency {record.config.get('max_concurrency') or 'unlimited'}",
-                        ["metric", "mean", "median", "p90", "p99"], rows))
+    console.print(f"serve {record.id}: {record.config.get('model')} /v1/{record.config.get('endpoint')} "
+                  f"({'streamed' if record.config.get('stream') else 'not streamed'}), rate {rate}/s, "
+                  f"concurrency {record.config.get('max_concurrency') or 'unlimited'}, "
+                  f"{record.config.get('num_prompts')} requests")
+    console.print(table(None, ["metric", "mean", "median", "p90", "p99"], rows))
     good = f", goodput {m['goodput_per_s']:.3g} req/s" if m.get("goodput_per_s") is not None else ""
     console.print(f"completed {m['completed']}, failed {m['failed']} in {m['duration_s']:.2f} s: "
                   f"{m['request_throughput_per_s']:.3g} req/s, {m['output_tokens_per_s']:.4g} output tok/s, "

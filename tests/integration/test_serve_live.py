@@ -112,9 +112,28 @@ def test_rate_sweep_cli_stores_one_record_per_rate(server, tmp_path):
 
 def test_human_output_and_server_named_model(server, tmp_path):
     proc = run_cli("bench", "serve", "--base-url", server.base_url + "/v1", "--num-prompts", "3", "--input-len", "8",
-                   "--output-len", "4", "--endpoint", "chat", "--db", str(tmp_path / "r.db"), timeout=120)
+                   "--output-len", "4", "--endpoint", "chat", "--db", str(tmp_path / "r.db"),
+                   "--save-arrivals", str(tmp_path / "a.json"), timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "ttft_s" in proc.stdout and "completed 3, failed 0" in proc.stdout
+    assert len(json.loads((tmp_path / "a.json").read_text())["send_offsets_s"]) == 3
+
+
+def test_sharegpt_dataset_output_lengths_follow_the_replies(server, tmp_path):
+    from llmdissect.workloads.serve.prompts import Tok
+
+    tok = Tok(server.folder)
+    items = [{"conversations": [{"from": "human", "value": f"question number {i} about llamas"},
+                                {"from": "gpt", "value": " ".join(["answer"] * (i + 2))}]} for i in range(4)]
+    f = tmp_path / "sharegpt.json"
+    f.write_text(json.dumps(items))
+    out = _run(server, dataset=str(f), num_prompts=4, output_len=None, request_rate=50.0)
+    _check_definitions(out, 4)
+    wanted = {tok.count(" ".join(["answer"] * (i + 2))) for i in range(4)}
+    assert {r.requested_output_len for r in out.results} == wanted
+    prompts = {tok.count(f"question number {i} about llamas") for i in range(4)}
+    assert {r.prompt_tokens for r in out.results} <= prompts  # the server counts the prompt as we do
+    assert out.config_extra["input_len_exact"] is False
 
 
 def test_unreachable_url_is_exit_2_and_a_stored_record(tmp_path):

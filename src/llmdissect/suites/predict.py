@@ -1,0 +1,121 @@
+"""The estimator's view of a measured configuration: what `run` shows in the plan (and
+uses to skip points that cannot fit) and what `validate` compares measurements against.
+
+A measured record's config (the shared keys of docs/developing.md) is turned into the
+options of `cli.estimate_cmd.build_estimate` on the machine it ran on: `cpu` (or `Nxcpu`
+for N processes) with this machine's calibration profile. No torch is imported here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from llmdissect.errors import UserError
+
+TRAIN_KEYS = ("model", "engine", "nproc", "zero", "offload", "recompute", "attn", "dtype", "optimizer",
+              "micro_batch", "seq", "grad_accum", "tp", "pp", "method", "lora_rank", "quant")
+INFER_KEYS = ("model", "batch", "input_len", "output_len", "dtype", "attn", "cache", "quant", "compile")
+
+
+@dataclass
+class Prediction:
+    """What the estimator says of one point (None where it has no number)."""
+
+    fits: bool | None = None
+    reason: str | None = None
+    """Why it does not fit, or why there is no estimate."""
+    tokens_per_s: float | None = None
+    memory_bytes: float | None = None
+    estimate: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"fits": self.fits, "reason": self.reason, "tokens_per_s": self.tokens_per_s,
+                "memory_bytes": self.memory_bytes}
+
+
+def local_hardware(config: dict[str, Any]) -> str | None:
+    """The estimator's name for the device a measured record ran on (None: not catalogued)."""
+    hw = config.get("hardware") or config.get("device")
+    if hw == "cpu":
+        return "cpu"
+    from llmdissect.specs import get_hardware
+
+    try:
+        return get_hardware(str(hw)).name
+    except UserError:
+        return None
+
+
+def estimate_options(kind: str, config: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(estimate kind, build_estimate options) for a measured config; UserError when the
+    estimator cannot express it."""
+    hardware = local_hardware(config)
+    if hardware is None:
+        raise UserError(f"no hardware spec for {config.get('hardware')!r}")
+    if kind in ("pretrain", "finetune"):
+        method = config.get("method", "full")
+        gpus = int(config.get("nproc", 1)) * int(config.get("nnodes", 1))
+        opts = {"model": config["model"], "hardware": hardware, "gpus": gpus, "dtype": config.get("dtype"),
+                "micro_batch": config.get("micro_batch"), "seq": config.get("seq"),
+                "grad_accum": config.get("grad_accum"), "zero": config.get("zero", 0),
+                "offload": config.get("offload", "none"), "recompute": config.get("recompute", "none"),
+                "attn": config.get("attn", "sdpa"), "tp": 1, "pp": 1, "optimizer": config.get("optimizer"),
+                "quant": config.get("quant", "none") if method != "full" else "none",
+                "lora_rank": config.get("lora_rank") if method != "full" else None,
+                "lora_targets": config.get("lora_targets") if method != "full" else None}
+        return kind, opts
+    if kind == "infer":
+        opts = {"model": config["model"], "hardware": hardware, "batch": config["batch"],
+                "input_len": config["input_len"], "output_len": config["output_len"], "dtype": config.get("dtype"),
+                "attn": config.get("attn", "sdpa"), "tp": 1, "quant": config.get("quant", "none")}
+        return kind, opts
+    raise UserError(f"the estimator has no model of `{kind}` runs")
+
+
+def estimate_measured(kind: str, config: dict[str, Any], calibration=None):
+    """The Estimate of the configuration of a measured run (raises UserError when none)."""
+    from llmdissect.cli.estimate_cmd import build_estimate
+
+    ekind, opts = estimate_options(kind, config)
+    return build_estimate(ekind, opts, calibration)
+
+
+def predict_measured(kind: str, config: dict[str, Any]) -> Prediction:
+    """The plan's prediction for a measured point; `fits` False means skip it."""
+    try:
+        est = estimate_measured(kind, config)
+    except (UserError, KeyError, TypeError) as e:
+        return Prediction(reason=f"no estimate: {e}")
+    m = est.metrics
+    total = m["memory"]["total_bytes"]
+    fits, reason = est.fits, None if est.fits else est.verdict()
+    nproc = int(config.get("nproc", 1)) * int(config.get("nnodes", 1))
+    if config.get("hardware") == "cpu" and nproc > 1:
+        # the processes of a CPU run share one host memory
+        cap = m["device_memory_bytes"]
+        fits = total * nproc <= cap
+        reason = None if fits else (f"does not fit: {nproc} processes x {total / 2**30:.2f} GiB needed, "
+                                    f"{cap / 2**30:.2f} GiB of host memory")
+    return Prediction(fits=fits, reason=reason, tokens_per_s=m.get("tokens_per_s"), memory_bytes=total, estimate=est)
+
+
+def predict_estimate(options: dict[str, Any]) -> Prediction:
+    """An `estimate` entry is its own prediction (computed once, at plan time)."""
+    from llmdissect.cli.estimate_cmd import build_estimate
+    from llmdissect.suites.kinds import estimate_opts
+
+    try:
+        est = build_estimate(options["workload"], estimate_opts(options))
+    except UserError as e:
+        return Prediction(reason=str(e))
+    m = est.metrics
+    return Prediction(fits=est.fits, reason=None if est.fits else est.verdict(), tokens_per_s=m.get("tokens_per_s"),
+                      memory_bytes=m["memory"]["total_bytes"], estimate=est)
+
+
+def join_key(kind: str, config: dict[str, Any]) -> tuple | None:
+    """What a measured record and an estimate of the same configuration share."""
+    keys = TRAIN_KEYS if kind in ("pretrain", "finetune") else INFER_KEYS if kind == "infer" else None
+    if keys is None:
+        return None
+    return (kind, config.get("hardware"), *(config.get(k) for k in keys))

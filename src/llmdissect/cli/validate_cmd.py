@@ -1,8 +1,83 @@
 """`llmdissect validate`: measured records against the estimates of the same configurations."""
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
+
+from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
+
+UNITS = {"step_time_s": "s", "ttft_s": "s", "tpot_s": "s", "tokens_per_s": "tok/s", "decode_tokens_per_s": "tok/s",
+         "peak_memory_bytes": "B", "busbw_bytes_per_s": "B/s"}
+
+
+def validate(
+    suite: Optional[str] = typer.Option(None, "--suite", help="Only the measured records of this suite."),
+    detail: bool = typer.Option(False, "--detail", help="Every pair: measured, predicted and error."),
+    store_estimates: bool = typer.Option(False, "--store-estimates",
+                                         help="Store the estimates computed here (tagged with --suite)."),
+    db: DbPath = DbOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Error of each estimate against its measurement, per metric (step time, tokens/s, peak
+    memory, TTFT, TPOT, busbw), and the mean absolute percentage error (MAPE)."""
+    from llmdissect.analysis.validate import validate_records
+    from llmdissect.errors import UserError
+    from llmdissect.results.store import open_existing
+
+    with open_existing(db) as store:
+        records = store.query(suite=suite) if suite else store.query()
+        estimates = store.query(kind="estimate")
+    measured = [r for r in records if r.source == "measured" and r.status == "ok"]
+    if not measured:
+        where = f"suite {suite!r}" if suite else "the store"
+        raise UserError(f"no measured record with status ok in {where} to validate (run a suite or a bench first)")
+    v = validate_records(measured, estimates)
+    if store_estimates and v.computed:
+        from llmdissect.results.store import open_store
+
+        with open_store(db) as store:
+            for e in v.computed:
+                e.suite = suite
+                store.add(e)
+    if json_out:
+        from llmdissect.cli.output import print_json
+
+        print_json({"suite": suite, "measured_records": len(measured), **v.to_dict()})
+        return
+    show(v, suite, len(measured), detail)
+
+
+def show(v, suite: Optional[str], n_measured: int, detail: bool = False) -> None:
+    from llmdissect.cli.output import console, table
+
+    pct = lambda x: f"{x:+.0%}"  # noqa: E731
+    rows = [(s["metric"], s["pairs"], f"{s['mape']:.0%}", pct(s["median_error"]), pct(s["worst_error"]))
+            for s in v.summary()]
+    title = f"Validation{' of suite ' + suite if suite else ''}: estimate vs measurement ({n_measured} measured records)"
+    console.print(table(title, ["metric", "pairs", "MAPE", "median error", "worst error"], rows))
+    if v.pairs:
+        console.print(f"all metrics: MAPE {v.to_dict()['mape_all']:.0%} over {len(v.pairs)} pairs; "
+                      "error = (predicted - measured) / measured")
+    by_record: dict[str, dict] = {}
+    for p in v.pairs:
+        entry = by_record.setdefault(p.record_id, {"kind": p.kind, "label": p.label, "errors": {}})
+        entry["errors"].setdefault(p.metric, []).append(p.error)
+        if p.kind == "comm":
+            entry["label"] = "gloo collectives"
+    metrics = [m for m in UNITS if any(m in e["errors"] for e in by_record.values())]
+    lines = [(rid[:10], e["kind"], e["label"],
+              *(pct(sum(e["errors"][m]) / len(e["errors"][m])) if m in e["errors"] else "-" for m in metrics))
+             for rid, e in by_record.items()]
+    console.print(table("Error per record (comm: mean over its rows)", ["record", "kind", "point", *metrics], lines,
+                        justify_numbers=False))
+    if detail:
+        console.print(table("Every pair", ["record", "metric", "point", "measured", "predicted", "error", "estimate"],
+                            [(p.record_id[:10], p.metric, p.label, f"{p.measured:.4g}", f"{p.predicted:.4g}",
+                              pct(p.error), p.estimate) for p in v.pairs], justify_numbers=False))
+    for rid, kind, why in v.unpaired:
+        console.print(f"not validated: {rid[:10]} ({kind}): {why}", markup=False)
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
-    pass
+    app.command("validate")(validate)

@@ -24,6 +24,7 @@ QUICK_STEP_MODULES: list[str] = [
     "llmdissect.suites.quick_comm",
     "llmdissect.suites.quick_serve",
     "llmdissect.suites.quick_estimate",
+    "llmdissect.suites.quick_validate",  # keep last: it validates what the steps above measured
 ]
 
 
@@ -52,8 +53,9 @@ class QuickStep:
 
 def quick_steps() -> list[QuickStep]:
     steps: list[QuickStep] = []
-    for name in QUICK_STEP_MODULES:
-        steps.extend(importlib.import_module(name).quick_steps())
+    modules = [importlib.import_module(name) for name in QUICK_STEP_MODULES]
+    for module in sorted(modules, key=lambda m: getattr(m, "RUN_LAST", False)):  # stable: listed order
+        steps.extend(module.quick_steps())
     return steps
 
 

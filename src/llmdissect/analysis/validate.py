@@ -1,0 +1,166 @@
+"""Predicted against measured: each measured record paired with the estimate of the same
+configuration (the shared config keys of docs/developing.md), error per metric, and MAPE.
+
+error = (predicted - measured) / measured   (signed: above 0 the model over-predicts)
+MAPE  = mean over pairs of |error|          (mean absolute percentage error)
+
+An estimate of the same configuration stored in the results (newest first) is used; where
+none is stored the estimate is computed here on this machine's calibration profile. Metrics:
+training `step_time_s` (median), `tokens_per_s`, `peak_memory_bytes` (measured peak of live
+tensors vs the predicted `memory.total_bytes`); inference `ttft_s`, `tpot_s` (medians),
+`decode_tokens_per_s`, `peak_memory_bytes`; collectives `busbw_bytes_per_s` per row
+(predicted by the alpha-beta model, with the calibration's fitted alpha and beta when the
+profile holds them, for all_reduce, all_gather and reduce_scatter).
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from llmdissect.errors import UserError
+from llmdissect.results.schema import RunRecord
+from llmdissect.suites.predict import estimate_measured, join_key
+
+
+def _median(m: dict, key: str) -> float | None:
+    v = m.get(key)
+    return v.get("median") if isinstance(v, dict) else v
+
+
+def _est(path: tuple[str, ...]) -> Callable[[dict], float | None]:
+    def get(m: dict) -> float | None:
+        for p in path:
+            m = (m or {}).get(p)
+        return m
+    return get
+
+
+TRAIN_METRICS = {"step_time_s": (lambda m: _median(m, "step_time_s"), _est(("time", "step_s"))),
+                 "tokens_per_s": (lambda m: m.get("tokens_per_s"), _est(("tokens_per_s",))),
+                 "peak_memory_bytes": (lambda m: m.get("peak_memory_bytes"), _est(("memory", "total_bytes")))}
+INFER_METRICS = {"ttft_s": (lambda m: _median(m, "ttft_s"), _est(("time", "ttft_s"))),
+                 "tpot_s": (lambda m: _median(m, "tpot_s"), _est(("time", "tpot_s"))),
+                 "decode_tokens_per_s": (lambda m: _median(m, "decode_tokens_per_s"), _est(("decode_tokens_per_s",))),
+                 "peak_memory_bytes": (lambda m: m.get("peak_memory_bytes"), _est(("memory", "total_bytes")))}
+METRIC_ORDER = ("step_time_s", "tokens_per_s", "peak_memory_bytes", "ttft_s", "tpot_s", "decode_tokens_per_s",
+                "busbw_bytes_per_s")
+
+
+@dataclass
+class Pair:
+    record_id: str
+    kind: str
+    label: str
+    metric: str
+    measured: float
+    predicted: float
+    estimate: str
+    """The stored estimate's id, or `computed` (this machine's calibration, now)."""
+
+    @property
+    def error(self) -> float:
+        return (self.predicted - self.measured) / self.measured
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"record_id": self.record_id, "kind": self.kind, "label": self.label, "metric": self.metric,
+                "measured": self.measured, "predicted": self.predicted, "error": self.error,
+                "estimate": self.estimate}
+
+
+@dataclass
+class Validation:
+    pairs: list[Pair] = field(default_factory=list)
+    unpaired: list[tuple[str, str, str]] = field(default_factory=list)
+    """(record id, kind, why no estimate)."""
+    computed: list[RunRecord] = field(default_factory=list)
+    """Estimates computed here (no stored one matched), for the caller to store if it wants."""
+
+    def summary(self) -> list[dict[str, Any]]:
+        rows = []
+        for metric in METRIC_ORDER:
+            errs = [p.error for p in self.pairs if p.metric == metric]
+            if not errs:
+                continue
+            worst = max(errs, key=abs)
+            rows.append({"metric": metric, "pairs": len(errs), "mape": sum(map(abs, errs)) / len(errs),
+                         "median_error": statistics.median(errs), "worst_error": worst})
+        return rows
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"summary": self.summary(), "pairs": [p.to_dict() for p in self.pairs],
+                "unpaired": [{"record_id": i, "kind": k, "reason": r} for i, k, r in self.unpaired],
+                "mape_all": (sum(abs(p.error) for p in self.pairs) / len(self.pairs)) if self.pairs else None}
+
+
+def label(r: RunRecord) -> str:
+    c = r.config
+    if r.kind in ("pretrain", "finetune"):
+        return (f"{c.get('model')} {c.get('engine')} x{c.get('nproc')} zero{c.get('zero')} rc={c.get('recompute')} "
+                f"mb{c.get('micro_batch')}x{c.get('seq')}" + (f" {c.get('method')}" if c.get("method") != "full" else ""))
+    if r.kind == "infer":
+        return f"{c.get('model')} b{c.get('batch')} in{c.get('input_len')} out{c.get('output_len')} {c.get('quant')}"
+    if r.kind == "comm":
+        return f"{c.get('backend')} x{c.get('world_size')} {','.join(c.get('ops') or [])}"
+    return r.kind
+
+
+def validate_records(records: list[RunRecord], estimates: list[RunRecord]) -> Validation:
+    """Pair every ok measured record with an estimate and compare metric by metric."""
+    stored: dict[tuple, RunRecord] = {}
+    for e in estimates:  # oldest first: the newest of a configuration wins
+        k = join_key(e.config.get("kind_estimated", ""), e.config)
+        if k is not None:
+            stored[k] = e
+    v = Validation()
+    for r in records:
+        if r.source != "measured" or r.status != "ok":
+            continue
+        if r.kind == "comm":
+            _comm_pairs(r, v)
+            continue
+        metrics = TRAIN_METRICS if r.kind in ("pretrain", "finetune") else INFER_METRICS if r.kind == "infer" else None
+        if metrics is None:
+            v.unpaired.append((r.id, r.kind, f"the estimator has no model of `{r.kind}` runs"))
+            continue
+        try:
+            est = estimate_measured(r.kind, r.config)
+        except (UserError, KeyError, TypeError) as e:
+            v.unpaired.append((r.id, r.kind, f"no estimate: {e}"))
+            continue
+        match = stored.get(join_key(r.kind, est.config))
+        if match is not None:
+            est_metrics, est_id = match.metrics, match.id
+        else:
+            computed = est.to_record({"calibration": "this machine's profile", "validates": r.id})
+            v.computed.append(computed)
+            est_metrics, est_id = computed.metrics, "computed"
+        for name, (measured_of, predicted_of) in metrics.items():
+            meas, pred = measured_of(r.metrics), predicted_of(est_metrics)
+            if meas and pred is not None:
+                v.pairs.append(Pair(r.id, r.kind, label(r), name, float(meas), float(pred), est_id))
+    return v
+
+
+def _comm_pairs(r: RunRecord, v: Validation) -> None:
+    from llmdissect.calibration import load_profile
+    from llmdissect.perfmodel.calibrate import machine_for
+    from llmdissect.perfmodel.comm import FACTORS, collective_time_s
+    from llmdissect.specs import resolve_platform
+
+    c = r.config
+    if c.get("hardware") != "cpu":
+        v.unpaired.append((r.id, "comm", "collectives are predicted here for CPU (gloo) runs only"))
+        return
+    n = int(c["world_size"])
+    net = machine_for(resolve_platform("cpu", n), c.get("dtype", "fp32"), load_profile()).network
+    source = "calibration fit" if net.fits else "alpha-beta defaults"
+    rows = [row for row in r.metrics.get("rows", []) if row["op"] in FACTORS]
+    if not rows:
+        v.unpaired.append((r.id, "comm", "no all_reduce, all_gather or reduce_scatter rows"))
+    for row in rows:
+        t = collective_time_s(net, row["op"], row["size_bytes"], n)
+        if t > 0 and row["busbw_bytes_per_s"] > 0:
+            pred = row["size_bytes"] / t * row["busbw_factor"]
+            v.pairs.append(Pair(r.id, "comm", f"{row['op']} {row['placement']} {row['size_bytes']} B", "busbw_bytes_per_s",
+                                float(row["busbw_bytes_per_s"]), float(pred), source))

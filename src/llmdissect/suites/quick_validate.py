@@ -1,0 +1,32 @@
+"""Quick-suite step, the last: estimate every configuration the quick suite measured (on this
+machine's calibration), store those estimates beside the measurements, and report the
+error of each prediction per metric (what `llmdissect validate --suite quick` prints)."""
+from __future__ import annotations
+
+from llmdissect.suites.quick import QuickContext, QuickStep
+
+RUN_LAST = True
+"""quick_steps() puts this step after every other, wherever it is listed."""
+
+
+def _validate(ctx: QuickContext) -> None:
+    from llmdissect.analysis.validate import validate_records
+    from llmdissect.errors import UserError
+
+    measured = [r for r in ctx.records if r.source == "measured" and r.status == "ok"]
+    if not measured:  # `run quick --only validate`: what the quick suite measured before
+        measured = [r for r in ctx.store.query(suite="quick") if r.source == "measured" and r.status == "ok"]
+    if not measured:
+        raise UserError("no measured record of this quick-suite run to validate")
+    v = validate_records(measured, ctx.store.query(kind="estimate"))
+    for est in v.computed:
+        ctx.save(est)
+    for s in v.summary():
+        ctx.log(f"validate {s['metric']}: {s['pairs']} pair(s), MAPE {s['mape']:.0%}, "
+                f"median error {s['median_error']:+.0%}, worst {s['worst_error']:+.0%}")
+    ctx.log(f"validate: {len(v.pairs)} pairs from {len(measured)} measured records, {len(v.computed)} estimates "
+            f"stored; table: `llmdissect validate --suite quick --db {ctx.db_path}`")
+
+
+def quick_steps() -> list[QuickStep]:
+    return [QuickStep("validate", "estimate what the suite measured and report the error per metric", _validate)]

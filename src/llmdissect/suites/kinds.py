@@ -65,7 +65,7 @@ def check_options(kind: str, options: dict[str, Any]) -> dict[str, Any]:
         types = schema[key]
         if isinstance(value, bool) and bool not in types or not isinstance(value, types):
             raise OptionError(key, f"expects {' or '.join(t.__name__ for t in types)}, got {value!r}")
-        if types == INT and value <= 0 and key not in ("seed", "warmup"):
+        if types == INT and value <= 0 and key not in ("seed", "warmup", "zero", "lora_rank"):
             raise OptionError(key, f"must be a positive whole number, got {value}")
     for key in REQUIRED.get(kind, ()):
         if key not in options:

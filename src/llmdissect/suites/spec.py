@@ -80,13 +80,15 @@ class Point:
     timeout_s: float | None = None
     max_memory: str | None = None
     line: int = 0
+    grid_keys: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
         return point_key(self.kind, self.options)
 
     def label(self) -> str:
-        shown = ", ".join(f"{k}={v}" for k, v in self.options.items() if k not in ("model",))
+        order = [*self.grid_keys, *(k for k in self.options if k not in self.grid_keys)]
+        shown = " ".join(f"{k}={self.options[k]}" for k in order if k != "model" and k in self.options)
         return f"{self.kind} {self.options.get('model', '')} {shown}".replace("  ", " ").strip()
 
 
@@ -219,7 +221,7 @@ def _expand(entry: Any, defaults: _Map, i: int, where: str, line: int) -> list[P
             label = f"{at}.{field_name}" if field_name else at
             raise UserError(f"{where}: line {line_no}: field {label}: {e}") from None
         points.append(Point(kind, options, i, str(name) if name is not None else None, timeout, max_memory,
-                            merged.line))
+                            merged.line, tuple(grid)))
     return points
 
 

@@ -1,0 +1,159 @@
+"""The child side of `dissect pretrain|finetune`: the training child's build and step
+(workloads.train: `_build`, `_batches`, `Stepper`), a few untraced steps, then the same
+steps under torch.profiler with phase and module ranges, attributed by `dissect_attr`.
+
+Phase ranges come from the step's own marks: `PhaseTimer` is the bench command's timer
+whose every mark also closes the current `phase:*` range and opens the next (forward and
+backward per micro-batch, then the optimizer), so the traced step is the bench step.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from llmdissect.workloads.dissect_attr import module_category
+
+
+class PhaseTimer:
+    """A Timer whose marks also delimit `phase:forward|backward|optimizer` profiler ranges."""
+
+    def __init__(self, timer: Any, grad_accum: int):
+        self.timer, self.g = timer, grad_accum
+        self.count, self.open = 0, None
+
+    def now(self) -> Any:
+        import torch
+
+        if self.open is not None:
+            self.open.__exit__(None, None, None)
+            self.open = None
+        c = self.count % (2 * self.g + 2)
+        mark = self.timer.now()
+        if c < 2 * self.g + 1:
+            name = "optimizer" if c == 2 * self.g else ("forward" if c % 2 == 0 else "backward")
+            self.open = torch.profiler.record_function(f"phase:{name}")
+            self.open.__enter__()
+        self.count += 1
+        return mark
+
+    def elapsed_s(self, a: Any, b: Any) -> float:
+        return self.timer.elapsed_s(a, b)
+
+    def synchronize(self) -> None:
+        self.timer.synchronize()
+
+
+def add_module_ranges(model: Any, root: str = "loss") -> list[Any]:
+    """Forward hooks opening `mod:<category>:<name>` ranges around the modules of interest
+    (`root`: the category of the causal-LM's own forward: the loss in training)."""
+    import torch
+
+    handles = []
+    for name, module in model.named_modules():
+        cat = module_category(_strip(name))
+        cat = root if cat == "loss" else cat
+        if cat is None:
+            continue
+        label = f"mod:{cat}:{name or 'model'}"
+
+        def pre(mod, args, label=label):
+            rf = torch.profiler.record_function(label)
+            rf.__enter__()
+            mod.__dict__.setdefault("_llmdissect_ranges", []).append(rf)
+
+        def post(mod, args, out):
+            mod.__dict__["_llmdissect_ranges"].pop().__exit__(None, None, None)
+
+        handles += [module.register_forward_pre_hook(pre), module.register_forward_hook(post)]
+    return handles
+
+
+def _strip(name: str) -> str:
+    """PEFT wraps the model as base_model.model.<name>; the root stays ''."""
+    for prefix in ("base_model.model.", "module."):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+    return "" if name in ("base_model", "base_model.model", "module") else name
+
+
+def run(config: dict[str, Any]) -> dict[str, Any]:
+    """Child entry: {"train": TrainConfig dump, "profile_steps": n, "trace": path or None}.
+
+    After the warm-up, untraced and traced steps alternate (n of each), so that the profiling
+    overhead is a paired comparison even on a busy machine; each traced step has its own
+    profiler session (started and stopped outside the step)."""
+    import statistics
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from llmdissect.engines.distributed import init_distributed, shutdown
+    from llmdissect.measure.env import capture_device_env
+    from llmdissect.measure.timer import Timer
+    from llmdissect.micro.progress import report
+    from llmdissect.workloads.dissect_attr import attribute
+    from llmdissect.workloads.train import Stepper, _batches, _build, _phases
+    from llmdissect.workloads.train_config import TrainConfig
+
+    cfg = TrainConfig(**config["train"])
+    n = config["profile_steps"]
+    ctx = init_distributed(cfg.device)
+    torch.manual_seed(cfg.seed)
+    model, optimizer = _build(cfg, ctx)
+    batch = _batches(cfg, ctx)
+    timer = Timer(str(ctx.device))
+    stepper = Stepper(cfg, model, optimizer, batch, timer, ctx.device.type)
+    total = cfg.warmup + 2 * n
+    for i in range(cfg.warmup):
+        report(config, i, total, "warm-up")
+        stepper.step()
+    handles = add_module_ranges(model)
+    phase_timer = PhaseTimer(timer, cfg.grad_accum)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.device.type == "cuda" else [])
+    untraced_s, steps, trace, ops = [], [], config.get("trace"), {}
+    for i in range(n):
+        report(config, cfg.warmup + 2 * i, total, "untraced step")
+        stepper.timer = timer
+        marks, _ = stepper.step()
+        timer.synchronize()
+        untraced_s.append(_phases(timer, marks)["step"])
+        report(config, cfg.warmup + 2 * i + 1, total, "traced step")
+        stepper.timer = phase_timer
+        with profile(activities=activities) as prof:
+            stepper.step()
+            phase_timer.synchronize()
+        result = attribute(prof.events(), 1, top_n=1000)
+        steps += result["steps"]
+        for o in result["top_ops"]:
+            acc = ops.setdefault(o["op"], {"op": o["op"], "self_s": 0.0, "calls": 0})
+            acc["self_s"] += o["self_s"] / n
+            acc["calls"] += o["calls"] / n
+        if i == 0 and trace:
+            prof.export_chrome_trace(trace)
+    for h in handles:
+        h.remove()
+    traced = statistics.median(s["step_s"] for s in steps)
+    top = sorted(ops.values(), key=lambda o: -o["self_s"])[:10]
+    for o in top:  # per step, over the traced steps
+        o["share"] = o["self_s"] / statistics.fmean(s["step_s"] for s in steps)
+    untraced_median = statistics.median(untraced_s)
+    shutdown(ctx)
+    return {"metrics": {**summarize({"steps": steps, "top_ops": top}), "untraced_step_s": untraced_median,
+                        "untraced_steps_s": untraced_s, "profiled_step_s": traced,
+                        "profiling_overhead": traced / untraced_median - 1, "trace": trace},
+            "env": capture_device_env()}
+
+
+def summarize(result: dict[str, Any]) -> dict[str, Any]:
+    """Median over the profiled steps of each phase and category (seconds and shares)."""
+    import statistics
+
+    steps = result["steps"]
+
+    def med(key: str) -> dict[str, float]:
+        return {k: statistics.median(s[key][k] for s in steps) for k in steps[0][key]}
+
+    modules_s = med("modules_s")
+    total = sum(modules_s.values())
+    return {"phases_s": med("phases_s"), "phases_share": med("phases_share"), "modules_s": modules_s,
+            "modules_share": {k: v / total for k, v in modules_s.items()}, "top_ops": result["top_ops"],
+            "per_step": steps}

@@ -1,0 +1,100 @@
+"""The child side of `dissect infer`: one offline-inference point (the infer workload's
+model loading and quantization), generate calls alternately untraced and under
+torch.profiler. A `step:generate` range marks each call; the causal-LM's first forward of a
+call is `phase:prefill`, every later one `phase:decode`; generate's own loop (sampling,
+stopping checks, cache bookkeeping) between them is `other`."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+
+def _phase_hooks(model: Any, state: dict[str, Any]) -> list[Any]:
+    import torch
+
+    def pre(mod, args, kwargs):
+        name = "prefill" if state["calls"] == 0 else "decode"
+        state["calls"] += 1
+        state["range"] = torch.profiler.record_function(f"phase:{name}")
+        state["range"].__enter__()
+
+    def post(mod, args, kwargs, out):
+        state.pop("range").__exit__(None, None, None)
+
+    return [model.register_forward_pre_hook(pre, with_kwargs=True),
+            model.register_forward_hook(post, with_kwargs=True)]
+
+
+def run(config: dict[str, Any]) -> dict[str, Any]:
+    """Child entry: an infer point config plus `profile_steps` and `trace`."""
+    import statistics
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from llmdissect.measure.env import capture_device_env
+    from llmdissect.micro.progress import report
+    from llmdissect.specs import get_model
+    from llmdissect.techniques.quantization import apply_quantization
+    from llmdissect.workloads.dissect import add_module_ranges, summarize
+    from llmdissect.workloads.dissect_attr import attribute
+    from llmdissect.workloads.infer import load_model
+
+    device, n = config.get("device", "cpu"), int(config["profile_steps"])
+    spec = get_model(config["model"])
+    model, _ = load_model(config, spec, device)
+    model.eval()
+    apply_quantization(model, config["quant"], dtype=config["dtype"], device=device)
+    model.generation_config.disable_compile = True
+    gen = torch.Generator().manual_seed(int(config.get("seed", 0)))
+    ids = torch.randint(0, spec.vocab_size, (config["batch"], config["input_len"]), generator=gen).to(device)
+    out = int(config["output_len"])
+    kw = dict(max_new_tokens=out, min_new_tokens=out, do_sample=False, pad_token_id=0,
+              attention_mask=torch.ones_like(ids))
+    if config["cache"] == "static":
+        kw["cache_implementation"] = "static"
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    state = {"calls": 0}
+    total = int(config.get("warmup", 1)) + 2 * n
+
+    def call() -> float:
+        state["calls"] = 0
+        sync()
+        t0 = time.perf_counter()
+        with torch.profiler.record_function("step:generate"):
+            model.generate(ids, **kw)
+            sync()
+        return time.perf_counter() - t0
+
+    handles = add_module_ranges(model, root="other") + _phase_hooks(model, state)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
+    untraced, steps, ops = [], [], {}
+    with torch.inference_mode():
+        for i in range(int(config.get("warmup", 1))):
+            report(config, i, total, "warm-up")
+            call()
+        for i in range(n):
+            report(config, total - 2 * (n - i), total, "untraced generate")
+            untraced.append(call())
+            report(config, total - 2 * (n - i) + 1, total, "traced generate")
+            with profile(activities=activities) as prof:
+                call()
+            result = attribute(prof.events(), 1, top_n=1000)
+            steps += result["steps"]
+            for o in result["top_ops"]:
+                acc = ops.setdefault(o["op"], {"op": o["op"], "self_s": 0.0, "calls": 0})
+                acc["self_s"] += o["self_s"] / n
+                acc["calls"] += o["calls"] / n
+            if i == 0 and config.get("trace"):
+                prof.export_chrome_trace(config["trace"])
+    for h in handles:
+        h.remove()
+    mean_step = statistics.fmean(s["step_s"] for s in steps)
+    top = sorted(ops.values(), key=lambda o: -o["self_s"])[:10]
+    for o in top:
+        o["share"] = o["self_s"] / mean_step
+    traced, plain = statistics.median(s["step_s"] for s in steps), statistics.median(untraced)
+    return {"metrics": {**summarize({"steps": steps, "top_ops": top}), "untraced_step_s": plain,
+                        "untraced_steps_s": untraced, "profiled_step_s": traced,
+                        "profiling_overhead": traced / plain - 1, "trace": config.get("trace")},
+            "env": capture_device_env()}

@@ -18,6 +18,7 @@ from llmdissect.results.store import ResultStore, check_writable, open_store
 SUITE_NAME = "quick"
 
 QUICK_STEP_MODULES: list[str] = [
+    "llmdissect.suites.quick_ops",
     "llmdissect.suites.quick_foundation",
     "llmdissect.suites.quick_train",
     "llmdissect.suites.quick_infer",

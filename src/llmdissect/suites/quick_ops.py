@@ -1,0 +1,65 @@
+"""Quick-suite steps of the micro half: `peak` (quick variant, stored in the calibration
+profile so that later training steps report MFU), a tiny-llama `bench ops` and a tiny-llama
+`dissect pretrain`."""
+from __future__ import annotations
+
+from llmdissect.suites.quick import QuickContext, QuickStep
+
+
+def _check(ctx: QuickContext, record) -> None:
+    ctx.save(record)
+    if record.status != "ok":
+        from rich.markup import escape
+
+        raise RuntimeError(escape(f"{record.config.get('what')} run {record.id} ended {record.status}: {record.error}"))
+
+
+def _peak(ctx: QuickContext) -> None:
+    from llmdissect.micro.peak_run import run_peak
+
+    record, _ = run_peak(quick=True, devices=None, min_time_s=0.2, progress=False, timeout_s=120)
+    _check(ctx, record)
+    cpu = record.metrics["devices"]["cpu"]
+    theory = (cpu.get("theoretical_peak_flops_per_s") or {}).get("fp32")
+    ctx.log(f"peak: fp32 {cpu['peak_flops_per_s']['fp32'] / 1e9:.1f} GFLOP/s"
+            + (f" ({cpu['peak_flops_per_s']['fp32'] / theory:.0%} of theoretical {theory / 1e9:.0f})" if theory else "")
+            + f", copy {cpu['memory_bandwidth_bytes_per_s'] / 1e9:.1f} GB/s; stored in {record.metrics['profile_path']}")
+
+
+def _ops(ctx: QuickContext) -> None:
+    from llmdissect.micro.ops import OpsConfig
+    from llmdissect.micro.ops_run import run_ops
+
+    cfg = OpsConfig(model="tiny-llama", tokens=128, passes="both", min_time_s=0.02, seqs=[128], device="cpu")
+    record, _ = run_ops(cfg, progress=False, timeout_s=120, store_profile=False)
+    _check(ctx, record)
+    m = record.metrics
+    slowest = max(m["rows"], key=lambda r: r["time_s"]["median"])
+    ctx.log(f"ops: {len(m['rows'])} rows; efficiency " + ", ".join(f"{k} {v:.0%}" for k, v in m["efficiency"].items()
+                                                                  if k != "gemm_by_flops")
+            + f"; slowest {slowest['op']} {slowest['pass']} {slowest['time_s']['median'] * 1e3:.2f} ms")
+
+
+def _dissect(ctx: QuickContext) -> None:
+    from llmdissect.launch import run_child
+    from llmdissect.measure.env import capture_env
+    from llmdissect.results.recording import record_from_child
+    from llmdissect.workloads.train_config import record_config
+    from llmdissect.workloads.train_runner import prepare
+
+    cfg = prepare("pretrain", model="tiny-llama", seq=128, micro_batch=1, steps=1, warmup=1, device="cpu")
+    child = run_child("llmdissect.workloads.dissect:run", {"train": cfg.model_dump(), "profile_steps": 2,
+                                                           "trace": None}, timeout_s=120)
+    record = record_from_child("ops", {"what": "dissect", "workload": "pretrain", **record_config(cfg),
+                                       "profile_steps": 2}, child, capture_env())
+    _check(ctx, record)
+    m = record.metrics
+    top = sorted(((k, v) for k, v in m["modules_share"].items()), key=lambda kv: -kv[1])[:3]
+    ctx.log("dissect pretrain: " + ", ".join(f"{k} {v:.0%}" for k, v in top)
+            + f"; profiling overhead {m['profiling_overhead']:+.0%}")
+
+
+def quick_steps() -> list[QuickStep]:
+    return [QuickStep("peak", "matmul FLOP/s and copy bandwidth (quick), stored in the calibration profile", _peak),
+            QuickStep("ops", "tiny-llama decoder-layer operators, 128 tokens, fwd and bwd", _ops),
+            QuickStep("dissect-pretrain", "tiny-llama pre-training step under torch.profiler", _dissect)]

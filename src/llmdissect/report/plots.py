@@ -8,6 +8,7 @@ it, so a name taken from a record never becomes markup.
 from __future__ import annotations
 
 import io
+import textwrap
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -21,6 +22,24 @@ class Plot:
     """File-safe identifier, unique within a report (also the SVG id prefix)."""
     title: str
     svg: str
+
+
+def _wrap(label: str, width: int) -> str:
+    return "\n".join(textwrap.wrap(str(label), width, break_long_words=True)) or str(label)
+
+
+def _bytes_axis(ax) -> None:
+    """Tick labels of a bytes axis in binary units (1 KiB, 64 MiB)."""
+    from matplotlib.ticker import FuncFormatter
+
+    def fmt(v, _pos):
+        for unit in ("B", "KiB", "MiB", "GiB"):
+            if v < 1024:
+                return f"{v:g} {unit}"
+            v /= 1024
+        return f"{v:g} TiB"
+
+    ax.xaxis.set_major_formatter(FuncFormatter(fmt))
 
 
 def _plt():
@@ -43,10 +62,9 @@ def _figure(name: str, width: float = 7.0, height: float = 3.6):
 def _finish(fig, ax, name: str, title: str, xlabel: str, ylabel: str, legend_title: str | None = None) -> Plot:
     """Title, labels and legend (with ids), then the figure as SVG text without the XML prolog."""
     plt = _plt()
-    ax.set_title(title, loc="left", fontsize=10, fontweight="bold")
+    ax.set_title(title, loc="left", fontsize=10, fontweight="bold").set_gid(f"{name}-title")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.title.set_gid(f"{name}-title")
     ax.xaxis.label.set_gid(f"{name}-xlabel")
     ax.yaxis.label.set_gid(f"{name}-ylabel")
     ax.grid(True, which="major", alpha=0.25)
@@ -70,7 +88,9 @@ def bars(name: str, title: str, labels: Sequence[str], series: dict[str, Sequenc
     """Grouped vertical bars: one group per label, one bar per series; errors are (low, high)."""
     import numpy as np
 
-    fig, ax = _figure(name, height=3.4 + 0.02 * max(len(l) for l in labels))
+    width_chars = max(10, 60 // max(1, len(labels)))
+    labels = [_wrap(l, width_chars) for l in labels]
+    fig, ax = _figure(name, height=3.2 + 0.16 * max(l.count("\n") for l in labels))
     x = np.arange(len(labels))
     width = 0.8 / max(1, len(series))
     for i, (sname, values) in enumerate(series.items()):
@@ -82,8 +102,7 @@ def bars(name: str, title: str, labels: Sequence[str], series: dict[str, Sequenc
                             [max(0.0, e[1] - v) if e else 0.0 for v, e in zip(vals, errors[sname])]])
         ax.bar(pos, vals, width * 0.92, label=sname, color=COLORS[i % len(COLORS)], yerr=err, capsize=3,
                error_kw={"elinewidth": 0.8, "ecolor": "#333"})
-    ax.set_xticks(x, labels, rotation=20 if max(len(l) for l in labels) > 12 else 0, ha="right"
-                  if max(len(l) for l in labels) > 12 else "center")
+    ax.set_xticks(x, labels, fontsize=8)
     return _finish(fig, ax, name, title, xlabel, ylabel, legend_title)
 
 
@@ -92,21 +111,22 @@ def stacked(name: str, title: str, labels: Sequence[str], parts: dict[str, Seque
     """Horizontal stacked bars: one bar per label, one segment per part."""
     import numpy as np
 
-    fig, ax = _figure(name, height=1.4 + 0.38 * len(labels))
+    labels = [_wrap(l, 34) for l in labels]
+    fig, ax = _figure(name, width=7.5, height=1.5 + 0.45 * len(labels))
     y = np.arange(len(labels))
     left = np.zeros(len(labels))
     for i, (pname, values) in enumerate(parts.items()):
         vals = np.array([v or 0.0 for v in values], dtype=float)
         ax.barh(y, vals, 0.6, left=left, label=pname, color=COLORS[i % len(COLORS)])
         left += vals
-    ax.set_yticks(y, labels)
+    ax.set_yticks(y, labels, fontsize=7.5)
     ax.invert_yaxis()
     return _finish(fig, ax, name, title, xlabel, ylabel, legend_title)
 
 
 def lines(name: str, title: str, series: dict[str, tuple[Sequence[float], Sequence[float]]], *, xlabel: str,
           ylabel: str, logx: bool = False, logy: bool = False, legend_title: str | None = None,
-          markers_only: bool = False) -> Plot:
+          markers_only: bool = False, bytes_x: bool = False) -> Plot:
     """One line (or marker set) per series of (x values, y values)."""
     fig, ax = _figure(name)
     for i, (sname, (xs, ys)) in enumerate(series.items()):
@@ -117,6 +137,8 @@ def lines(name: str, title: str, series: dict[str, tuple[Sequence[float], Sequen
         ax.set_xscale("log", base=2 if not markers_only else 10)
     if logy:
         ax.set_yscale("log")
+    if bytes_x:
+        _bytes_axis(ax)
     return _finish(fig, ax, name, title, xlabel, ylabel, legend_title)
 
 

@@ -145,7 +145,7 @@ def collectives(records: list[RunRecord]) -> Section | None:
         series = {op: ([s for s, _ in v], [b / 1e9 for _, b in v]) for op, v in per_op.items()}
         sec.plots.append(plots.lines(f"comm-busbw-{i}", f"Bus bandwidth: {where}", series,
                                      xlabel="message size (bytes, log scale)", ylabel="bus bandwidth (GB/s)",
-                                     logx=True, legend_title="collective"))
+                                     logx=True, bytes_x=True, legend_title="collective"))
         sec.findings += findings.collectives(per_op, where)
         fits = r.metrics.get("fits") or {}
         if fits:

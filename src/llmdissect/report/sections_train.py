@@ -112,7 +112,7 @@ def breakdown(records: list[RunRecord]) -> Section | None:
             rows.append((label, *(ms(v) for v in meds.values()), ms(other), ms(step)))
         parts = {p: v for p, v in parts.items() if any(v)}
         sec.plots.append(plots.stacked("breakdown-phases", "Where a training step's time goes", labels, parts,
-                                       xlabel="median time (ms)", ylabel="run", legend_title="phase"))
+                                       xlabel="median time (ms)", ylabel="run (kind, model, technique, id)", legend_title="phase"))
         sec.findings += findings.breakdown(finding_rows)
         sec.tables.append(Table("Phase medians (ms)", ["run", "forward", "backward", "optimizer", "comm", "other",
                                                        "step"], rows))
@@ -127,7 +127,7 @@ def breakdown(records: list[RunRecord]) -> Section | None:
             for name, v in values.items():
                 shares[name][i] = 100.0 * (v or 0.0) / total
         sec.plots.append(plots.stacked("breakdown-modules", "Module shares of a step", labels, shares,
-                                       xlabel="share of step time (%)", ylabel="run", legend_title="module"))
+                                       xlabel="share of step time (%)", ylabel="run (kind, model, id)", legend_title="module"))
         top = max(shares, key=lambda n: sum(shares[n]))
         sec.findings.append(f"{top} takes the largest share of module time: "
                             f"{min(shares[top]):.0f}-{max(shares[top]):.0f} % over {len(modules)} run(s).")

@@ -103,4 +103,12 @@ def run_quick(db: Path | None, only: list[str] | None = None) -> int:
         by_status[r.status] = by_status.get(r.status, 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(by_status.items())) or "no records"
     console.print(f"Results: {db_path} ({summary}); see `llmdissect results list --suite quick --db {db_path}`")
+    if ctx.records:  # the records are stored already: a report that fails loses nothing
+        try:
+            from llmdissect.cli.report_cmd import write_run_report
+
+            console.print(f"Report: {write_run_report(db_path, [r.id for r in ctx.records], SUITE_NAME)}")
+        except Exception as e:
+            console.print(f"Report not written ({type(e).__name__}: {e}); try `llmdissect report --suite quick "
+                          f"--db {db_path} --out DIR`", markup=False)
     return len(failures)

@@ -55,7 +55,8 @@ def test_difference_verdicts() -> None:
     assert same.beyond_noise is False
     lo, hi = bootstrap_ci([1.0, 1.1, 0.9, 1.05, 0.95])
     assert 0.9 <= lo < hi <= 1.1
-    assert difference("tokens_per_s", fast.metrics, slow.metrics).beyond_noise is None  # a scalar: no samples
+    assert difference("tokens_per_s", fast.metrics, slow.metrics).beyond_noise  # per-step rates from step times
+    assert difference("peak_memory_bytes", fast.metrics, slow.metrics).beyond_noise is None  # a scalar: no samples
 
 
 def test_pairs_only_same_configs() -> None:

@@ -38,9 +38,14 @@ def median_of(metrics: dict[str, Any], key: str) -> float | None:
 
 
 def samples_of(metrics: dict[str, Any], key: str) -> list[float] | None:
+    """Raw samples of a Stats metric; training tokens_per_s per step from the step times
+    (tokens per step / step time, as docs/metrics.md defines the median's rate)."""
     value = metrics.get(key)
     if isinstance(value, dict) and value.get("samples"):
         return [float(v) for v in value["samples"]]
+    if key == "tokens_per_s" and metrics.get("tokens_per_step"):
+        steps = samples_of(metrics, "step_time_s")
+        return [metrics["tokens_per_step"] / s for s in steps if s > 0] if steps else None
     return None
 
 

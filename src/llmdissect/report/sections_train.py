@@ -33,11 +33,8 @@ def technique_label(r: RunRecord, base: RunRecord | None = None) -> str:
 
 
 def throughput_samples(m: dict[str, Any]) -> list[float] | None:
-    """tokens/s of each step: tokens per step / step time (docs/metrics.md, tokens_per_s)."""
-    steps, per_step = samples_of(m, "step_time_s"), m.get("tokens_per_step")
-    if not steps or not per_step:
-        return None
-    return [per_step / s for s in steps if s > 0]
+    """tokens/s of each step (analysis.compare.samples_of)."""
+    return samples_of(m, "tokens_per_s")
 
 
 def _groups(records: list[RunRecord]) -> dict[tuple, list[RunRecord]]:

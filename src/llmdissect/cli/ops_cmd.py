@@ -18,6 +18,8 @@ def parse_ops_config(model: str, tokens: int, passes: str, dtype: str, seqs: Opt
     from llmdissect.specs.models import get_model
     from llmdissect.workloads.train_config import resolve_device
 
+    if passes not in ("fwd", "bwd", "both"):
+        raise UserError(f"--pass must be fwd, bwd or both, got {passes!r}")
     seq_list = None
     if seqs:
         try:

@@ -53,6 +53,33 @@ def pair_estimates(records: list[RunRecord]) -> list[tuple[RunRecord, RunRecord]
     return pairs
 
 
+def estimate_now(record: RunRecord) -> RunRecord | None:
+    """The analytical estimate of a measured single-process CPU run made on this machine, computed
+    now with this machine's calibration profile; None where that would not be the same question
+    (another machine, a GPU, several processes, an option the estimator does not model)."""
+    import platform
+
+    from llmdissect.cli.estimate_cmd import INFER_ONLY, TRAIN_ONLY, _light_env, build_estimate
+
+    c = record.config
+    if (c.get("hardware") != "cpu" or (c.get("nproc") or 1) != 1 or record.env.get("hostname") != platform.node()
+            or record.kind not in ("pretrain", "finetune", "infer")):
+        return None
+    wrong = TRAIN_ONLY if record.kind == "infer" else INFER_ONLY
+    opts = {k: c[k] for k in KEYS[_family(record.kind)] if k in c and k not in wrong}
+    opts = {"attn": "sdpa", "quant": "none", "tp": 1, **opts}
+    if c.get("lora_targets"):
+        opts["lora_targets"] = c["lora_targets"]
+    for k in ("engine", "nproc", "method", "cache", "compile"):  # not options of `estimate`
+        opts.pop(k, None)
+    try:
+        est = build_estimate(record.kind, opts).to_record(_light_env(None))
+    except Exception:  # an option the estimator does not take: no estimate rather than a wrong one
+        return None
+    est.config["estimated_for"] = record.id
+    return est
+
+
 def _get(metrics: dict, path: tuple[str, ...]) -> float | None:
     value = metrics
     for p in path:
@@ -60,14 +87,26 @@ def _get(metrics: dict, path: tuple[str, ...]) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def estimates(records: list[RunRecord]) -> Section | None:
+def estimates(records: list[RunRecord], estimate_missing: bool = True) -> Section | None:
+    """Stored estimates with their measurements; with `estimate_missing`, measured CPU runs of this
+    machine that have no stored estimate are estimated now (said so in the findings and table)."""
     ests = [r for r in records if r.kind == "estimate" and r.status == "ok"]
-    if not ests:
+    can_estimate = estimate_missing and any(r.source == "measured" and r.kind in ("pretrain", "finetune", "infer")
+                                            for r in records)
+    if not ests and not can_estimate:
         return None
     sec = Section("estimates", "Estimates next to measurements",
                   "Each estimate paired with the measured run of the same configuration (same kind and shared "
                   "config keys); points on the dashed line are exact.")
     pairs = pair_estimates(records)
+    now = []
+    if estimate_missing:
+        paired = {m.id for _, m in pairs}
+        for r in records:
+            if r.source == "measured" and r.status == "ok" and r.id not in paired and (e := estimate_now(r)):
+                now.append((e, r))
+        pairs += now
+    now_ids = {e.id for e, _ in now}
     rows, points, finding_rows = [], {}, []
     for est, meas in pairs:
         fam = _family(meas.kind)
@@ -79,7 +118,8 @@ def estimates(records: list[RunRecord]) -> Section | None:
             xs, ys = points.setdefault(f"{name} ({unit})", ([], []))
             xs.append(m * scale)
             ys.append(e * scale)
-            rows.append((label, name, m * scale, e * scale, f"{(e - m) / m:+.0%}", est.id, meas.id))
+            rows.append((label, name, m * scale, e * scale, f"{(e - m) / m:+.0%}",
+                         "now (report time)" if est.id in now_ids else est.id, meas.id))
             finding_rows.append((label, name, m, e))
     if points:
         sec.plots.append(plots.versus("estimate-vs-measured", "Estimated against measured", points,
@@ -88,6 +128,11 @@ def estimates(records: list[RunRecord]) -> Section | None:
                                 ["configuration", "metric", "measured", "estimated", "error", "estimate id",
                                  "measured id"], rows))
         sec.findings += findings.validation(finding_rows)
+    if now:
+        sec.findings.append(f"{len(now)} measured run(s) had no stored estimate; they were estimated when this report "
+                            f"was written, with this machine's calibration profile ('now' in the table).")
+    if not points and not ests:
+        return None
     unpaired = [e for e in ests if e.id not in {p[0].id for p in pairs}]
     if unpaired:
         sec.findings.append(f"{len(unpaired)} of {len(ests)} estimate(s) have no measured run of the same "

@@ -15,7 +15,10 @@ def report(out: Path = typer.Option(..., "--out", "-o", help="Folder to write re
            since: Optional[str] = typer.Option(None, "--since",
                                                help="Only records started since: an ISO date/time or an age (2h, 3d)."),
            ids: Optional[str] = typer.Option(None, "--ids", help="Only these run ids (comma-separated; prefixes work)."),
-           title: str = typer.Option("llm-dissect report", "--title", help="Title of the report.")) -> None:
+           title: str = typer.Option("llm-dissect report", "--title", help="Title of the report."),
+           estimate_missing: bool = typer.Option(True, "--estimate-missing/--no-estimate-missing",
+                                                 help="Estimate measured CPU runs of this machine that have no "
+                                                      "stored estimate (labelled as made at report time).")) -> None:
     """Write report.html (one file, plots inline, opens offline) and report.md (plots beside it)."""
     from llmdissect.cli.output import console
     from llmdissect.report.build import make_report
@@ -24,7 +27,8 @@ def report(out: Path = typer.Option(..., "--out", "-o", help="Folder to write re
     records = select_records(db, suite=suite, since=since, ids=ids.split(",") if ids is not None else None)
     what = f"suite {suite}" if suite else f"since {since}" if since else f"{len(records)} chosen run(s)" if ids \
         else "all records"
-    html, md = make_report(records, out, title=title, subtitle=f"{len(records)} record(s): {what}")
+    html, md = make_report(records, out, title=title, subtitle=f"{len(records)} record(s): {what}",
+                           estimate_missing=estimate_missing)
     console.print(f"report: {html}")
     console.print(f"markdown: {md}")
 

@@ -20,7 +20,8 @@ class Report:
     generated_at: str = field(default_factory=utc_now)
 
 
-def build_sections(records: list[RunRecord], profile: dict[str, Any] | None = None) -> list[Section]:
+def build_sections(records: list[RunRecord], profile: dict[str, Any] | None = None,
+                   estimate_missing: bool = True) -> list[Section]:
     """Every section whose records exist, in reading order (environment first)."""
     profile = profile or {}
     builders = [
@@ -31,7 +32,7 @@ def build_sections(records: list[RunRecord], profile: dict[str, Any] | None = No
         lambda: sections_micro.collectives(records),
         lambda: sections_infer.inference(records),
         lambda: sections_infer.serving(records),
-        lambda: sections_estimate.estimates(records),
+        lambda: sections_estimate.estimates(records, estimate_missing),
         lambda: sections_micro.failures(records),
     ]
     return [s for b in builders if (s := b()) is not None]
@@ -67,12 +68,12 @@ def write_report(report: Report, out_dir: Path) -> tuple[Path, Path]:
 
 
 def make_report(records: list[RunRecord], out_dir: Path, *, title: str, subtitle: str,
-                extra: list[Section] | None = None) -> tuple[Path, Path]:
+                extra: list[Section] | None = None, estimate_missing: bool = True) -> tuple[Path, Path]:
     from llmdissect.calibration import load_profile
 
     try:
         profile = load_profile()
     except Exception:  # a broken profile must not stop a report of stored records
         profile = {}
-    sections = build_sections(records, profile) + list(extra or [])
+    sections = build_sections(records, profile, estimate_missing) + list(extra or [])
     return write_report(Report(title, subtitle, sections), out_dir)

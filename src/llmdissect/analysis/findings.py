@@ -107,8 +107,8 @@ def collectives(per_op: dict[str, list[tuple[float, float]]], where: str) -> lis
         rows = sorted(rows)
         best = max(rows, key=lambda r: r[1])
         small, large = rows[0], rows[-1]
-        verb = "rises" if large[1] > small[1] * 1.05 else "falls" if large[1] < small[1] / 1.05 else "stays near"
-        out.append(f"{op} on {where}: bus bandwidth {verb} from {small[1] / 1e9:.3g} GB/s at "
+        verb = "rises" if large[1] > small[1] * 1.05 else "falls" if large[1] < small[1] / 1.05 else "moves little"
+        out.append(f"{op} on {where}: bus bandwidth {verb}, from {small[1] / 1e9:.3g} GB/s at "
                    f"{small[0] / 1024:.3g} KiB to {large[1] / 1e9:.3g} GB/s at {large[0] / 2**20:.3g} MiB "
                    f"(best {best[1] / 1e9:.3g} GB/s at {best[0] / 2**20:.3g} MiB).")
     if len(per_op) > 1:

@@ -27,7 +27,8 @@ def _show(record) -> None:
         ("trainable / total params", f"{human_count(m['trainable_params'])} / {human_count(m['total_params'])}"),
         ("loss (first -> last)", f"{m['loss'][0]:.4f} -> {m['loss'][-1]:.4f}"),
     ]
-    title = (f"{record.kind} {c['model']}: {c['engine']} x{c['nproc'] * c['nnodes']}, ZeRO-{c['zero']}, "
+    tp = f" (tp {c['tp']} x dp {c['dp']})" if c.get("tp", 1) > 1 else ""
+    title = (f"{record.kind} {c['model']}: {c['engine']} x{c['nproc'] * c['nnodes']}{tp}, ZeRO-{c['zero']}, "
              f"offload {c['offload']}, recompute {c['recompute']}, attn {c['attn']}, {c['dtype']}, "
              f"mb {c['micro_batch']} x seq {c['seq']} x accum {c['grad_accum']}"
              + (f", {c['method']} r={c.get('lora_rank')}" if c.get("method", "full") != "full" else ""))
@@ -64,17 +65,23 @@ class _nothing:
 
 
 def _common(model, engine, zero, offload, recompute, attn, dtype, optimizer, micro_batch, seq, grad_accum, steps,
-            warmup, nproc, nnodes, rdzv_endpoint, compile_, data, tokenizer, seed, device, lr) -> dict:
-    return dict(model=model, engine=engine, zero=zero, offload=offload, recompute=recompute, attn=attn, dtype=dtype,
+            warmup, nproc, nnodes, rdzv_endpoint, compile_, data, tokenizer, seed, device, lr, ds_config=None,
+            tp=1) -> dict:
+    return dict(ds_config=ds_config, tp=tp, model=model, engine=engine, zero=zero, offload=offload,
+                recompute=recompute, attn=attn, dtype=dtype,
                 optimizer=optimizer, micro_batch=micro_batch, seq=seq, grad_accum=grad_accum, steps=steps,
                 warmup=warmup, nproc=nproc, nnodes=nnodes, rdzv_endpoint=rdzv_endpoint, compile=compile_,
                 data=data, tokenizer=tokenizer, seed=seed, device=device, lr=lr)
 
 
 M = typer.Option("tiny-llama", "--model", help="Preset, model TOML, config.json or model folder.")
-ENGINE = typer.Option(None, "--engine", help="single | ddp | fsdp (default: from --zero and --nproc).")
+ENGINE = typer.Option(None, "--engine", help="single | ddp | fsdp | deepspeed (default: from --zero and --nproc).")
+DSCONF = typer.Option(None, "--ds-config", help="DeepSpeed JSON config merged with what the options require "
+                      "(--engine deepspeed).")
+TP = typer.Option(1, "--tp", help="Tensor-parallel size (DTensor, Megatron-style); --nproc = tp x dp.")
 ZERO = typer.Option(0, "--zero", help="0 DDP, 1 DDP+ZeroRedundancyOptimizer, 2/3 FSDP2 (no/with reshard after forward).")
-OFFLOAD = typer.Option("none", "--offload", help="none | params (FSDP2 CPUOffloadPolicy) | optimizer (deepspeed).")
+OFFLOAD = typer.Option("none", "--offload", help="none | params (FSDP2 CPUOffloadPolicy; deepspeed ZeRO-3) | "
+                       "optimizer (deepspeed).")
 RECOMPUTE = typer.Option("none", "--recompute", help="none | selective (attention blocks) | full (every layer).")
 ATTN = typer.Option("sdpa", "--attn", help="eager | sdpa | flash (CUDA with flash-attn only).")
 DTYPE = typer.Option("fp32", "--dtype", help="fp32 | bf16 | fp16 (autocast / FSDP mixed precision). CPU default fp32.")
@@ -104,10 +111,12 @@ def pretrain(model: str = M, engine: Optional[str] = ENGINE, zero: int = ZERO, o
              nproc: int = NPROC, nnodes: int = NNODES, rdzv_endpoint: Optional[str] = RDZV,
              compile_: bool = COMPILE, data: Optional[str] = DATA, tokenizer: Optional[str] = TOK, seed: int = SEED,
              device: str = DEVICE, lr: float = LR, timeout: float = TIMEOUT, max_memory: Optional[str] = MAXMEM,
-             threads: Optional[int] = THREADS, db: DbPath = DbOpt, json_out: bool = JsonOpt) -> None:
+             threads: Optional[int] = THREADS, ds_config: Optional[str] = DSCONF, tp: int = TP, db: DbPath = DbOpt,
+             json_out: bool = JsonOpt) -> None:
     """Measure pre-training steps of a Llama-family model (random weights) on this machine."""
     opts = _common(model, engine, zero, offload, recompute, attn, dtype, optimizer, micro_batch, seq, grad_accum,
-                   steps, warmup, nproc, nnodes, rdzv_endpoint, compile_, data, tokenizer, seed, device, lr)
+                   steps, warmup, nproc, nnodes, rdzv_endpoint, compile_, data, tokenizer, seed, device, lr,
+                   ds_config, tp)
     _bench("pretrain", opts, db, json_out, timeout, max_memory, threads)
 
 
@@ -120,10 +129,12 @@ def finetune(model: str = M, method: str = typer.Option("lora", "--method", help
              nproc: int = NPROC, nnodes: int = NNODES, rdzv_endpoint: Optional[str] = RDZV,
              compile_: bool = COMPILE, data: Optional[str] = DATA, tokenizer: Optional[str] = TOK, seed: int = SEED,
              device: str = DEVICE, lr: float = LR, timeout: float = TIMEOUT, max_memory: Optional[str] = MAXMEM,
-             threads: Optional[int] = THREADS, db: DbPath = DbOpt, json_out: bool = JsonOpt) -> None:
+             threads: Optional[int] = THREADS, ds_config: Optional[str] = DSCONF, tp: int = TP, db: DbPath = DbOpt,
+             json_out: bool = JsonOpt) -> None:
     """Measure fine-tuning steps: full, LoRA or QLoRA (bitsandbytes NF4 + PEFT)."""
     opts = _common(model, engine, zero, offload, recompute, attn, dtype, optimizer, micro_batch, seq, grad_accum,
-                   steps, warmup, nproc, nnodes, rdzv_endpoint, compile_, data, tokenizer, seed, device, lr)
+                   steps, warmup, nproc, nnodes, rdzv_endpoint, compile_, data, tokenizer, seed, device, lr,
+                   ds_config, tp)
     opts.update(method=method, lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets)
     _bench("finetune", opts, db, json_out, timeout, max_memory, threads)
 

@@ -34,6 +34,16 @@ def _build(cfg: TrainConfig, ctx: Any) -> tuple[Any, Any]:
     apply_recompute(model, cfg.recompute)
     if cfg.compile:
         model = torch.compile(model)
+    if cfg.engine == "deepspeed":
+        from llmdissect.engines.deepspeed import initialize
+
+        model, optimizer, _ = initialize(model, cfg, ctx.world_size)
+        return model, optimizer
+    if cfg.tp > 1:
+        from llmdissect.engines import tensor_parallel as tpe
+
+        model = tpe.parallelize(model, cfg.tp, ctx.world_size, cfg.zero, cfg.offload, cfg.dtype, ctx.device.type)
+        return model, tpe.make_optimizer(model, cfg.lr)
     model = wrap_model(model, cfg.engine, cfg.zero, cfg.offload, cfg.dtype, ctx)
     optimizer = make_optimizer(model, cfg.optimizer, cfg.lr, cfg.zero, ctx.distributed)
     return model, optimizer
@@ -42,14 +52,15 @@ def _build(cfg: TrainConfig, ctx: Any) -> tuple[Any, Any]:
 def _batches(cfg: TrainConfig, ctx: Any) -> Any:
     from llmdissect.workloads import train_data
 
-    spec, world = cfg.spec(), ctx.world_size
+    # the global batch spans the data-parallel groups; tensor-parallel ranks share their group's rows
+    spec, world, rank = cfg.spec(), ctx.world_size // cfg.tp, ctx.rank // cfg.tp
     if cfg.data:
         batch = train_data.file_global_batch(cfg.data, cfg.tokenizer, spec.vocab_size, cfg.grad_accum,
                                              cfg.micro_batch, world, cfg.seq)
     else:
         batch = train_data.synthetic_global_batch(spec.vocab_size, cfg.grad_accum, cfg.micro_batch, world,
                                                   cfg.seq, cfg.seed)
-    return train_data.rank_rows(batch, ctx.rank, cfg.micro_batch).to(ctx.device)
+    return train_data.rank_rows(batch, rank, cfg.micro_batch).to(ctx.device)
 
 
 class Stepper:
@@ -113,12 +124,17 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     from llmdissect.workloads.train_measure import memory_pass, summarize
 
     cfg = TrainConfig(**config)
-    ctx = init_distributed(cfg.device)
+    ctx = init_distributed(cfg.device, force=cfg.engine == "deepspeed")
     torch.manual_seed(cfg.seed)
     model, optimizer = _build(cfg, ctx)
     batch = _batches(cfg, ctx)
     timer = Timer(str(ctx.device))
-    stepper = Stepper(cfg, model, optimizer, batch, timer, ctx.device.type)
+    if cfg.engine == "deepspeed":
+        from llmdissect.engines.deepspeed import DeepSpeedStepper
+
+        stepper: Any = DeepSpeedStepper(cfg, model, batch, timer)
+    else:
+        stepper = Stepper(cfg, model, optimizer, batch, timer, ctx.device.type)
     losses, warm = [], []
     for _ in range(cfg.warmup):
         marks, loss = stepper.step()
@@ -144,5 +160,10 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     result = summarize(cfg, model, optimizer, per_rank, loss_values.tolist(), ctx) if ctx.is_main else {}
     if ctx.is_main:
         result["env"] = capture_device_env()
+        if cfg.engine == "deepspeed":
+            from llmdissect.engines.deepspeed import EXTENSIONS_ENV
+            import os
+
+            result["env"]["torch_extensions_dir"] = os.environ.get(EXTENSIONS_ENV)
     shutdown(ctx)
     return result

@@ -57,6 +57,9 @@ class TrainConfig(BaseModel):
     device: str = "auto"
     """auto (cuda when available, else cpu), cpu or cuda."""
     ds_config: Optional[str] = None
+    """--engine deepspeed: a DeepSpeed JSON config merged with what the options require."""
+    tp: int = Field(1, ge=1)
+    """Tensor-parallel size (DTensor, Megatron-style); nproc x nnodes = tp x dp."""
 
     model_config = {"extra": "forbid"}
 
@@ -95,7 +98,13 @@ def validate(cfg: TrainConfig) -> TrainConfig:
     spec = cfg.spec()
     if cfg.seq > spec.max_position_embeddings:
         raise UserError(f"--seq {cfg.seq} is longer than {spec.name} allows ({spec.max_position_embeddings})")
-    cfg = resolve_engine(cfg)
+    if cfg.tp > 1:
+        from llmdissect.engines.tensor_parallel import check_tp
+
+        cfg = cfg.model_copy(update={"engine": check_tp(cfg, spec.num_heads, spec.num_kv_heads,
+                                                          spec.intermediate_size)})
+    else:
+        cfg = resolve_engine(cfg)
     if cfg.kind == "pretrain" and cfg.method != "full":
         raise UserError("LoRA and QLoRA are fine-tuning methods: use `bench finetune`")
     if cfg.method == "qlora" and importlib.util.find_spec("bitsandbytes") is None:
@@ -106,6 +115,12 @@ def validate(cfg: TrainConfig) -> TrainConfig:
         raise UserError("--method qlora computes in fp32 or bf16 here; fp16 is not supported")
     if cfg.engine == "deepspeed" and importlib.util.find_spec("deepspeed") is None:
         raise UserError("--engine deepspeed needs the deepspeed package, which is not installed")
+    if cfg.engine == "deepspeed":
+        from llmdissect.engines.deepspeed_config import validate_deepspeed
+
+        validate_deepspeed(cfg, cfg.world_size)
+    elif cfg.ds_config is not None:
+        raise UserError("--ds-config is a DeepSpeed config: it needs --engine deepspeed")
     if cfg.data is not None and not Path(cfg.data).is_file():
         raise UserError(f"--data file not found: {cfg.data}")
     if cfg.tokenizer is not None and not Path(cfg.tokenizer).exists():
@@ -135,7 +150,11 @@ def record_config(cfg: TrainConfig) -> dict:
     """The record's config: the shared keys of docs/developing.md plus this run's own."""
     d = cfg.model_dump(exclude={"kind", "rdzv_endpoint"})
     d["hardware"] = "cpu" if cfg.device == "cpu" else "cuda"
-    d.update(tp=1, pp=1, quant="nf4" if cfg.method == "qlora" else "none")
+    d.update(tp=cfg.tp, dp=cfg.world_size // cfg.tp, pp=1, quant="nf4" if cfg.method == "qlora" else "none")
+    if cfg.engine == "deepspeed":
+        from llmdissect.engines.deepspeed_config import effective_ds_config
+
+        d["ds_config_file"], d["ds_config"] = cfg.ds_config, effective_ds_config(cfg, cfg.world_size)
     if cfg.method == "full":
         for key in ("lora_rank", "lora_alpha", "lora_targets"):
             d.pop(key)

@@ -33,14 +33,17 @@ def memory_pass(stepper: Any, model: Any, optimizer: Any, ctx: Any) -> dict[str,
         out.update(cuda_peaks(ctx.device))
         stepper.step(before_optimizer=check_grads)
     else:
-        baseline = tensor_bytes([_local(p) for p in params] + state_tensors(optimizer))
+        static = stepper.static_tensors() if hasattr(stepper, "static_tensors") else \
+            [_local(p) for p in params] + state_tensors(optimizer)
+        baseline = tensor_bytes(static)
         tracker = live_tensor_tracker()
         with tracker:
             stepper.step(before_optimizer=check_grads)
         out["peak_memory_bytes"] = baseline + tracker.peak_bytes
         out["static_memory_bytes"] = baseline
     out["peak_rss_bytes"] = peak_rss_bytes()
-    out["optimizer_state_params"] = params_with_state(optimizer)
+    out["optimizer_state_params"] = stepper.state_params() if hasattr(stepper, "state_params") \
+        else params_with_state(optimizer)
     out.update(seen)
     return out
 
@@ -58,8 +61,9 @@ def summarize(cfg: TrainConfig, model: Any, optimizer: Any, per_rank: list[dict[
 
     spec = cfg.spec()
     world = ctx.world_size
+    dp = world // cfg.tp  # tensor-parallel ranks share their data-parallel group's tokens
     step = Stats.of(_slowest(per_rank, "step"))
-    tokens_per_step = cfg.micro_batch * cfg.seq * cfg.grad_accum * world
+    tokens_per_step = cfg.micro_batch * cfg.seq * cfg.grad_accum * dp
     tokens_per_s = tokens_per_step / step.median
     targets = cfg.lora_targets.split(",")
     flops, hardware_flops = tm.flops_per_token(spec, cfg.seq, cfg.method, cfg.lora_rank, targets, cfg.recompute)
@@ -67,7 +71,8 @@ def summarize(cfg: TrainConfig, model: Any, optimizer: Any, per_rank: list[dict[
     devices = world
     mfu = tm.utilisation(tokens_per_s, flops, peak, devices)
     hfu = tm.utilisation(tokens_per_s, hardware_flops, peak, devices)
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    # ZeRO-3 leaves a DeepSpeed parameter empty on every rank; ds_numel keeps its full size
+    trainable = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)
     inner = getattr(model, "module", model)
     metrics: dict[str, Any] = {
         "step_time_s": step.to_dict(),
@@ -79,7 +84,7 @@ def summarize(cfg: TrainConfig, model: Any, optimizer: Any, per_rank: list[dict[
         "tokens_per_step": tokens_per_step,
         "tokens_per_s": tokens_per_s,
         "tokens_per_s_per_device": tokens_per_s / devices,
-        "samples_per_s": cfg.micro_batch * cfg.grad_accum * world / step.median,
+        "samples_per_s": cfg.micro_batch * cfg.grad_accum * dp / step.median,
         "model_flops_per_token": flops,
         "hardware_flops_per_token": hardware_flops,
         "peak_flops_per_s": peak,
@@ -91,7 +96,7 @@ def summarize(cfg: TrainConfig, model: Any, optimizer: Any, per_rank: list[dict[
         "trainable_params": trainable,
         "total_params": spec.params,
         "optimizer_state_params": sum(r["optimizer_state_params"] for r in per_rank)
-        if cfg.zero == 1 else per_rank[0]["optimizer_state_params"],
+        if cfg.zero == 1 or cfg.engine == "deepspeed" and cfg.zero >= 1 else per_rank[0]["optimizer_state_params"],
         "frozen_params_with_grad": max(r.get("frozen_params_with_grad", 0) for r in per_rank),
         "loss": losses,
         "world_size": world,

@@ -29,6 +29,8 @@ def run_training(cfg: TrainConfig, *, timeout_s: float | None = 1800, max_memory
     from llmdissect.results.schema import utc_now
 
     started = utc_now()
+    # DeepSpeed wants a process group even alone: torchrun provides its environment
     child = run_child(TARGET, cfg.model_dump(), nproc=cfg.nproc, nnodes=cfg.nnodes, rdzv_endpoint=cfg.rdzv_endpoint,
-                      timeout_s=timeout_s, max_memory_bytes=max_memory_bytes, threads=threads)
+                      distributed=cfg.engine == "deepspeed", timeout_s=timeout_s, max_memory_bytes=max_memory_bytes,
+                      threads=threads)
     return record_from_child(cfg.kind, record_config(cfg), child, capture_env(), started_at=started), child

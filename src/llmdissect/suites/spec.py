@@ -218,7 +218,7 @@ def _expand(entry: Any, defaults: _Map, i: int, where: str, line: int) -> list[P
         except UserError as e:
             field_name = getattr(e, "field", None)
             line_no = lines.get(field_name, merged.line)
-            label = f"{at}.{field_name}" if field_name else at
+            label = f"{at}.{'grid.' if field_name in grid else ''}{field_name}" if field_name else at
             raise UserError(f"{where}: line {line_no}: field {label}: {e}") from None
         points.append(Point(kind, options, i, str(name) if name is not None else None, timeout, max_memory,
                             merged.line, tuple(grid)))

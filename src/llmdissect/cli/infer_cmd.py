@@ -35,14 +35,13 @@ def infer(
     db: DbPath = DbOpt,
     json_out: bool = JsonOpt,
 ) -> None:
-    """Time generate: TTFT, TPOT, e2e latency, prefill and decode tokens/s, KV-cache bytes,
-    peak memory, and what the hardware allows (decode bandwidth, prefill FLOP/s vs peak).
+    """Time generate: TTFT, TPOT, e2e latency, prefill and decode tokens/s, KV-cache bytes, peak memory, and what the hardware allows.
 
-    Each grid point runs in a fresh child process and is stored as one record (status ok,
-    or skipped with the reason where this device cannot run it). --json prints one JSON
-    record per line, one line per grid point (exactly one record for a single point).
-    Exit: 0 when every point is ok or skipped inside a grid; 2 for bad input or a single
-    point that cannot run here; 1 when a point failed, ran out of memory or timed out.
+    Each grid point runs in a fresh child process and is stored as one record: ok, or skipped with the reason where this device cannot run it.
+
+    --json prints one JSON record per line, one line per grid point (exactly one record for a single point).
+
+    Exit 0 when every point is ok (or skipped inside a grid); 2 for bad input or a single point that cannot run here; 1 when a point failed, ran out of memory or timed out.
     """
     from llmdissect.cli.output import note
     from llmdissect.dtypes import cpu_dtype_note

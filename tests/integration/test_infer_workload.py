@@ -2,11 +2,11 @@
 every cache and quantization option runs and gives the documented metrics."""
 import pytest
 
-pytestmark = pytest.mark.slow  # each test builds and runs a model (seconds on 2 shared cores)
-
 from llmdissect.specs import get_model
 from llmdissect.workloads.infer import run
 from llmdissect.workloads.infer_metrics import kv_cache_bytes_formula
+
+pytestmark = pytest.mark.slow  # each test builds and runs a model (seconds on 2 shared cores)
 
 BATCH, INPUT_LEN, OUTPUT_LEN = 2, 12, 10
 STATS = ("ttft_s", "tpot_s", "e2e_latency_s", "prefill_tokens_per_s", "decode_tokens_per_s", "decode_step_s")

@@ -11,8 +11,8 @@ is zero, and the weights are added by neither side. (Views such as the transpose
 each matmul takes share their input's storage and are not allocations; before the tracker
 ignored them it counted every linear weight once more, params_matmul x e bytes.)
 
-Two checks per case: the bytes alive when the forward ends (activations + logits/loss
-buffers, `activations.activation_bytes`) and the peak over forward and backward
+Two checks per case: the bytes alive when the forward ends (activations + the loss's
+log-softmax, `activations.activation_bytes`) and the peak over forward and backward
 (`stepmemory.training_step_peak_bytes`), each within 15 %.
 """
 from __future__ import annotations
@@ -39,10 +39,10 @@ def _measure(name: str, b: int, s: int, attn: str, recompute: bool, dtype: str) 
     ids = torch.randint(0, spec.vocab_size, (b, s), generator=torch.Generator().manual_seed(0))
     tracker = live_tensor_tracker()
     with tracker:
-        out = model(input_ids=ids, labels=ids)  # the caller keeps the output (and its logits) for the step
+        loss = model(input_ids=ids, labels=ids).loss  # a training loop keeps the loss, not the logits
         tracker._sweep()
         after_forward = tracker.current_bytes
-        out.loss.backward()
+        loss.backward()
     return after_forward, tracker.peak_bytes
 
 

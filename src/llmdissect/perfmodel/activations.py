@@ -12,12 +12,12 @@ d_q = a x head_dim and d_kv = kv_heads x head_dim, one layer keeps for backward:
 - each of the two RMSNorms: its input in fp32 (a copy only when e < 4), the normalized
   tensor and its output: 8 b s h bytes for fp32 and bf16 alike, plus rsqrt (b s, fp32);
 - attention inputs after RoPE: q, k, v, b s (d_q + 2 d_kv) e (RoPE multiplies by constant
-  cos/sin, so it saves nothing of its own);
-- eager attention: k and v repeated to every query head (2 b s d_q e, when kv_heads <
-  heads), the softmax output b a s^2 in fp32 (plus a cast copy when e < 4), and the
-  contiguous attention output b s d_q e;
-- SDPA / FlashAttention: the output b s d_q e and the log-sum-exp b a s (fp32); no s x s
-  buffer (Dao et al., arXiv 2205.14135);
+  cos/sin, so it saves nothing of its own); eager attention with kv_heads < heads saves
+  instead of k and v their copies repeated to every query head, 2 b s d_q e;
+- eager attention: the softmax output b a s^2 in fp32 (plus a cast copy when e < 4), and
+  the contiguous attention output b s d_q e;
+- SDPA / FlashAttention (grouped-query aware, no repeated copies): the output b s d_q e
+  and the log-sum-exp b a s (fp32); no s x s buffer (Dao et al., arXiv 2205.14135);
 - SwiGLU MLP: gate, silu(gate), up and their product, 4 b s f e. No dropout anywhere.
 
 Tensor parallelism (Megatron, Korthikanti et al. arXiv 2205.05198) splits the attention and
@@ -45,16 +45,17 @@ def rmsnorm_bytes(m: ModelSpec, b, s, e):
     return b * s * m.hidden_size * per_element + b * s * 4
 
 
-def qkv_bytes(m: ModelSpec, b, s, e, tp=1):
-    """q, k, v after RoPE: b s (d_q + 2 d_kv) e / tp."""
-    return b * s * (m.q_dim + 2 * m.kv_dim) * e / tp
+def qkv_bytes(m: ModelSpec, b, s, e, tp=1, eager=0):
+    """q, k, v after RoPE: b s (d_q + 2 d_kv) e / tp; eager attention under grouped-query
+    attention keeps k and v repeated to d_q wide instead (`repeat_kv` copies them)."""
+    kv_width = m.kv_dim + (m.num_heads > m.num_kv_heads) * eager * (m.q_dim - m.kv_dim)
+    return b * s * (m.q_dim + 2 * kv_width) * e / tp
 
 
 def eager_attention_bytes(m: ModelSpec, b, s, e, tp=1, keep_scores=1):
-    """Eager attention: repeated k/v, softmax output (fp32 + cast copy), contiguous output."""
-    repeat = (m.num_heads > m.num_kv_heads) * 2 * b * s * m.q_dim * e
+    """Eager attention: softmax output (fp32 + a cast copy when e < 4), contiguous output."""
     scores = keep_scores * b * m.num_heads * s * s * (4 + (e < 4) * e)
-    return (repeat + scores + b * s * m.q_dim * e) / tp
+    return (scores + b * s * m.q_dim * e) / tp
 
 
 def fused_attention_bytes(m: ModelSpec, b, s, e, tp=1):
@@ -71,7 +72,7 @@ def layer_activation_bytes(m: ModelSpec, b, s, e, eager, tp=1, selective=0):
     """Everything one decoder layer saves for backward (no full recomputation)."""
     attention = (eager * eager_attention_bytes(m, b, s, e, tp, keep_scores=1 - selective)
                  + (1 - eager) * fused_attention_bytes(m, b, s, e, tp))
-    return (residual_bytes_per_layer(m, b, s, e) + 2 * rmsnorm_bytes(m, b, s, e) + qkv_bytes(m, b, s, e, tp)
+    return (residual_bytes_per_layer(m, b, s, e) + 2 * rmsnorm_bytes(m, b, s, e) + qkv_bytes(m, b, s, e, tp, eager)
             + attention + mlp_bytes(m, b, s, e, tp))
 
 
@@ -98,9 +99,11 @@ def rope_table_bytes(m: ModelSpec, s, e):
 
 
 def logits_bytes(m: ModelSpec, b, s, e):
-    """The logits (b s V e, returned to the caller) and the fp32 log-softmax that NLL saves
-    (transformers' ForCausalLMLoss; its fp32 upcast of the logits is freed once consumed)."""
-    return b * s * m.vocab_size * (e + 4) + b * s * 8  # + the shifted int64 labels
+    """What the loss keeps for backward: the fp32 log-softmax that NLL saves (transformers'
+    ForCausalLMLoss upcasts the logits, and neither the logits nor the upcast are saved), and
+    the shifted int64 labels. The logits themselves (b s V e) live on only while the caller
+    holds the model output (`stepmemory.training_step_peak_bytes(hold_logits=1)`)."""
+    return b * s * m.vocab_size * 4 + b * s * 8
 
 
 def loss_backward_transient_bytes(m: ModelSpec, b, s):
@@ -130,7 +133,7 @@ def eager_mask_bytes(m: ModelSpec, b, s, e, eager, recompute_level):
 
 def activation_bytes(m: ModelSpec, b, s, e, eager, recompute_level, tp=1, pp=1):
     """What the forward leaves alive for backward on one device: saved tensors of its layers,
-    embedding output, final norm, logits and loss buffers. Under 1F1B pipeline parallelism
+    embedding output, final norm and the loss's log-softmax. Under 1F1B pipeline parallelism
     the first stage holds `pp` micro-batches of L / pp layers (arXiv 2205.05198, sec. 4.2.3),
     i.e. L layers' worth, so `pp` does not divide the layer term."""
     layers = m.num_layers * saved_layer_bytes(m, b, s, e, eager, recompute_level, tp)

@@ -1,14 +1,15 @@
 """The peak of a training step's tensors: activations and gradients meet in backward.
 
 Summing activations and gradients overstates the peak: gradients appear while backward
-frees activations. Walking backward at layer granularity (one device, transformers' Llama,
-the caller keeping the model output and so the logits until the step ends):
+frees activations. Walking backward at layer granularity (one device, transformers' Llama;
+a loop that keeps only the loss, `loss = model(**batch).loss`, frees the logits after the
+forward; one that keeps the model output holds them, `hold_logits=1`):
 
 - loss:  every saved activation + logits buffers + the loss-backward gradients;
 - layer i (L-1 .. 0): saved activations of layers below i, layer i's own activations (kept,
   or rebuilt by recomputation), gradients of the head, the final norm and layers above i,
   layer i's gradients and its transient gradient buffers;
-- end:   every gradient (embedding included) and the held logits.
+- end:   every gradient (embedding included) (and the held logits).
 
 Each layer is alike, so the maximum over i lies at i = L-1 or i = 0. Gradients that persist
 across micro-batches (gradient accumulation) are added to every phase. Functions take
@@ -28,7 +29,7 @@ def _max(*xs):
 
 
 def training_step_peak_bytes(m: ModelSpec, b, s, e, eager, recompute_level, grad_bytes_per_param,
-                             tp=1, persistent_grads=0, grad_fraction=1.0):
+                             tp=1, persistent_grads=0, grad_fraction=1.0, hold_logits=0):
     """Peak bytes of activations plus gradients over one forward and backward.
 
     `grad_bytes_per_param` is the gradient dtype size; `grad_fraction` the share of each
@@ -45,9 +46,9 @@ def training_step_peak_bytes(m: ModelSpec, b, s, e, eager, recompute_level, grad
              + act.eager_mask_bytes(m, b, s, e, eager, recompute_level))
     final_norm = act.rmsnorm_bytes(m, b, s, e)
     logits = act.logits_bytes(m, b, s, e)
-    held = b * s * m.vocab_size * e  # the logits the model output keeps
+    held = hold_logits * b * s * m.vocab_size * e  # the logits, while the caller keeps the output
     transient = act.layer_backward_extra_bytes(m, b, s, e, eager, tp)
-    loss = m.num_layers * saved + edges + final_norm + logits + act.loss_backward_transient_bytes(m, b, s)
+    loss = m.num_layers * saved + edges + final_norm + logits + held + act.loss_backward_transient_bytes(m, b, s)
     top = (m.num_layers - 1) * saved + full_layer + edges + held + g_head + g_layer + transient
     bottom = full_layer + edges + held + g_head + m.num_layers * g_layer + transient
     end = g_all + held

@@ -69,10 +69,12 @@ def make_plan(name_or_path: str, opts: RunOptions) -> Plan:
         if len(items) != 1:
             raise UserError(f"--point {opts.point!r} matches {len(items)} points of suite {suite.name}; "
                             "give a key from `--plan`")
-    if opts.rdzv_endpoint:
-        for p in items:
-            if p.point.kind in ("pretrain", "finetune") and p.work is not None and p.work.nnodes > 1:
+    for p in items:
+        if p.point.kind in ("pretrain", "finetune") and p.work is not None and p.work.nnodes > 1:
+            if opts.rdzv_endpoint:
                 p.work = p.work.model_copy(update={"rdzv_endpoint": opts.rdzv_endpoint})
+            elif not p.skip:
+                p.skip = f"runs on {p.work.nnodes} nodes: use --executor slurm (one job across the nodes)"
     recorded = recorded_points(opts.db, suite.name) if opts.resume else {}
     if opts.force:  # points skipped as too big earlier are run now
         recorded = {k: r for k, r in recorded.items() if r.status != "skipped"}

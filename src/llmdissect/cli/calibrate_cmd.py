@@ -54,7 +54,8 @@ def calibrate(model: str = typer.Option("tiny-llama", "--model", help="Model who
         console.print("efficiency: " + ", ".join(f"{k} {v:.1%}" for k, v in (profile.get("efficiency") or {}).items()))
         coll = (profile.get("collectives") or {}).get("gloo") or {}
         if coll:
-            console.print("gloo fits: " + ", ".join(f"{op} alpha {f['alpha_s'] * 1e6:.0f} us" for op, f in coll.items()))
+            console.print("gloo fits: " + ", ".join(f"{op} alpha {f['alpha_s'] * 1e6:.0f} us"
+                                                    for op, f in coll.items()))
         console.print(f"calibrated in {wall:.0f} s; records {', '.join(r.id for r in records)}")
     if failed:
         note(f"error: {failed[0].kind} record {failed[0].id} ended {failed[0].status}: {failed[0].error}")

@@ -41,8 +41,8 @@ def show(record) -> None:
     console.print(table("top operators (self time per step)", ["operator", "time", "calls", "share"],
                         [(o["op"], human_seconds(o["self_s"]), f"{o['calls']:.0f}", f"{o['share']:.1%}")
                          for o in m["top_ops"]]))
-    console.print(f"profiled step {human_seconds(m['profiled_step_s'])} vs untraced {human_seconds(m['untraced_step_s'])}"
-                  f" (medians, steps alternating): profiling overhead {m['profiling_overhead']:+.1%}")
+    console.print(f"profiled step {human_seconds(m['profiled_step_s'])} vs untraced "
+                  f"{human_seconds(m['untraced_step_s'])} (medians, steps alternating): profiling overhead {m['profiling_overhead']:+.1%}")
     if m.get("trace"):
         console.print(f"trace: {m['trace']} (open in https://ui.perfetto.dev or chrome://tracing)")
     console.print(f"record {record.id} stored")

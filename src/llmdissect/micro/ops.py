@@ -43,8 +43,8 @@ def default_seqs(tokens: int, max_len: int) -> list[int]:
 
 
 def sdpa_backends(device: str) -> list[str]:
-    import torch
-
+    """math and flash on CPU; also memory-efficient and cuDNN on CUDA (a backend that cannot
+    run the inputs is left out at run time, with its reason)."""
     names = ["math", "flash"]
     if device.startswith("cuda"):
         names += ["efficient", "cudnn"]

@@ -114,8 +114,8 @@ def matmul_rows(device: str, sizes: dict[str, tuple[int, ...]], min_time_s: floa
             a = torch.randn(n, n, generator=gen).to(device=device, dtype=tdtype)  # [n, n]
             b = torch.randn(n, n, generator=gen).to(device=device, dtype=tdtype)  # [n, n]
             out = torch.empty(n, n, device=device, dtype=tdtype)
-            res = measure_loop(lambda: torch.mm(a, b, out=out), LoopPolicy(warmup=2, min_iters=3, min_time_s=min_time_s),
-                               Timer(device, _sync(device)))
+            policy = LoopPolicy(warmup=2, min_iters=3, min_time_s=min_time_s)
+            res = measure_loop(lambda: torch.mm(a, b, out=out), policy, Timer(device, _sync(device)))
             st = res.stats
             flops = 2 * n ** 3  # n^2 outputs, n multiply-adds each
             rows.append({"what": "matmul", "dtype": dtype, "n": n, "flops": flops, "time_s": st.to_dict(),

@@ -22,7 +22,8 @@ def _peak(ctx: QuickContext) -> None:
     cpu = record.metrics["devices"]["cpu"]
     theory = (cpu.get("theoretical_peak_flops_per_s") or {}).get("fp32")
     ctx.log(f"peak: fp32 {cpu['peak_flops_per_s']['fp32'] / 1e9:.1f} GFLOP/s"
-            + (f" ({cpu['peak_flops_per_s']['fp32'] / theory:.0%} of theoretical {theory / 1e9:.0f})" if theory else "")
+            + (f" ({cpu['peak_flops_per_s']['fp32'] / theory:.0%} of theoretical {theory / 1e9:.0f})"
+               if theory else "")
             + f", copy {cpu['memory_bandwidth_bytes_per_s'] / 1e9:.1f} GB/s; stored in {record.metrics['profile_path']}")
 
 

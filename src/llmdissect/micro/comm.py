@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -133,7 +134,7 @@ def _measure(op: str, placement: str, size: int, config: dict[str, Any], device:
             "busbw_bytes_per_s": algbw_bytes_per_s(count * elem, stats.median) * spec.busbw_factor(n),
             "busbw_factor": spec.busbw_factor(n), "wrong": 0,
             "first_call_s": float(every[:, 0, 0].max()) if warmup else None,
-            "rank_median_time_s": [float(every[r, 0, warmup:].median()) for r in range(n)]}
+            "rank_median_time_s": [statistics.median(every[r, 0, warmup:].tolist()) for r in range(n)]}
 
 
 def _raise_if_wrong(wrong, op: str, placement: str, size_bytes: int) -> None:

@@ -161,6 +161,9 @@ def validation(rows: Sequence[tuple[str, str, float, float]]) -> list[str]:
             errs.setdefault(metric, []).append(((est - meas) / meas, label))
     out = []
     for metric, values in errs.items():
+        if len(values) == 1:
+            out.append(f"{metric}: the estimate is off by {values[0][0]:+.0%} ({values[0][1]}).")
+            continue
         worst = max(values, key=lambda v: abs(v[0]))
         mean_abs = sum(abs(v) for v, _ in values) / len(values)
         out.append(f"{metric}: the estimate is off by {mean_abs:.0%} on average over {len(values)} pair(s); the "

@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DS_STAMP := $(VENV)/.deepspeed
+# DeepSpeed ships as an sdist whose build imports torch: built without isolation, against
+# the torch above (isolation would download another torch); then its CPU ops compiled once.
+DEEPSPEED ?= deepspeed==0.19.8
 
 .PHONY: run test venv clean
 
@@ -17,12 +21,17 @@ $(STAMP): pyproject.toml scripts/ensure_torch.py
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
-venv: $(STAMP)
+$(DS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q --no-build-isolation setuptools wheel "$(DEEPSPEED)"
+	$(BIN)/python -m llmdissect.engines.deepspeed
+	touch $(DS_STAMP)
 
-run: $(STAMP)
+venv: $(STAMP) $(DS_STAMP)
+
+run: $(STAMP) $(DS_STAMP)
 	$(BIN)/llmdissect run quick
 
-test: $(STAMP)
+test: $(STAMP) $(DS_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:

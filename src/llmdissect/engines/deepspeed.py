@@ -100,3 +100,21 @@ class DeepSpeedStepper:
 def numel(p: Any) -> int:
     """A parameter's full element count (ZeRO-3 partitions leave `p` empty; `ds_numel` keeps it)."""
     return int(getattr(p, "ds_numel", p.numel()))
+
+
+def build_ops() -> Path:
+    """Compile DeepSpeed's CPU ops (CPU Adam, shared-memory collectives) into ops_dir() now,
+    so that no run pays for it (`python -m llmdissect.engines.deepspeed`, run by `make`)."""
+    os.environ.setdefault(EXTENSIONS_ENV, str(ops_dir()))
+    from deepspeed.accelerator import get_accelerator
+
+    accelerator = get_accelerator()
+    for name in ("CPUAdamBuilder", "ShareMemCommBuilder"):
+        builder = accelerator.create_op_builder(name)
+        if builder is not None and builder.is_compatible():
+            builder.load(verbose=False)
+    return Path(os.environ[EXTENSIONS_ENV])
+
+
+if __name__ == "__main__":
+    print(f"DeepSpeed ops built in {build_ops()}")

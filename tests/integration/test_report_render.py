@@ -74,10 +74,13 @@ def synthetic_records() -> list[RunRecord]:
                 for op, cls, fl, by, t in (("qkv_proj", "gemm", 4e8, 4e6, 0.01), ("rmsnorm", "memory", 1e6, 1e6, 2e-4),
                                            ("silu_mul", "memory", 5e5, 3e6, 3e-4), ("attention", "attention", 1e8, 2e6, 5e-3))]
     recs.append(RunRecord(kind="ops", env=ENV, config={"model": "tiny-llama", "what": "ops", "tokens": 256},
-                          metrics={"rows": ops_rows, "ceilings": {"peak_flops_per_s": 6e10,
+                          metrics={"rows": ops_rows, "ceilings": {"peak_flops_per_s": {"fp32": 6e10},
                                                                   "memory_bandwidth_bytes_per_s": 1.6e10}}))
-    recs.append(RunRecord(kind="ops", env=ENV, config={"model": "tiny-llama", "what": "dissect"}, metrics={
-        "modules": {"attention": {"time_s": 0.3}, "mlp": {"time_s": 0.5}, "norms": 0.05, "output head": 0.15}}))
+    recs.append(RunRecord(kind="ops", env=ENV, config={"model": "tiny-llama", "what": "dissect", "workload": "pretrain"},
+                          metrics={"phases_s": {"forward": 0.3, "backward": 0.6, "optimizer": 0.1, "communication": 0.0},
+                                   "modules_s": {"attention core": 0.3, "MLP": 0.5, "norms": 0.05, "output head": 0.15},
+                                   "top_ops": [{"op": "aten::mm", "self_s": 0.4, "calls": 129, "share": 0.4}],
+                                   "profiling_overhead": 0.2}))
     est = dict(recs[0].config, kind_estimated="pretrain")
     recs.append(RunRecord(kind="estimate", source="estimated", env=ENV, config=est, metrics={
         "tokens_per_s": 300.0, "time": {"step_s": 0.85}, "memory": {"total_bytes": 3.5e8}, "mfu": 0.5, "fits": True}))
@@ -146,6 +149,7 @@ def test_findings_carry_numbers_from_the_data(report_dir: Path) -> None:
     assert "cut peak memory by 38 %" in md
     assert "Backward is the largest part of the step" in md
     assert "4.2 requests/s" in md
+    assert "Under the profiler, MLP 50 %, attention core 30 %, output head 15 % of the step" in md
     assert "step_time_s: the estimate is off by -15%" in md  # stored estimate 0.85 s against a ~1.0 s median
 
 

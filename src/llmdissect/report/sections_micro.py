@@ -97,7 +97,10 @@ def operators(records: list[RunRecord], profile: dict[str, Any]) -> Section | No
             continue
         c = r.metrics.get("ceilings") or {}
         dtype = rows[0].get("dtype", "fp32")
-        peak = c.get("peak_flops_per_s") or max(row.get("peak_flops_per_s") or 0 for row in rows) or None
+        peak = c.get("peak_flops_per_s")
+        if isinstance(peak, dict):  # {dtype: FLOP/s}
+            peak = peak.get(dtype) or max(peak.values(), default=None)
+        peak = peak or max(row.get("peak_flops_per_s") or 0 for row in rows) or None
         bw = c.get("memory_bandwidth_bytes_per_s")
         dev = (ceil.get("cpu") or next(iter(ceil.values()), {}))
         peak = peak or (dev.get("peak_flops_per_s") or {}).get(dtype)

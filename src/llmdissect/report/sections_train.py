@@ -87,7 +87,7 @@ def ablations(records: list[RunRecord]) -> Section | None:
 
 def breakdown(records: list[RunRecord]) -> Section | None:
     runs = [r for r in ok(records, "pretrain", "finetune") if median_of(r.metrics, "forward_s") is not None]
-    modules = [r for r in records if r.status == "ok" and isinstance(r.metrics.get("modules"), dict)]
+    modules = [r for r in records if r.status == "ok" and _module_values(r.metrics)]
     if not runs and not modules:
         return None
     sec = Section("breakdown", "Step-time breakdown",
@@ -114,21 +114,43 @@ def breakdown(records: list[RunRecord]) -> Section | None:
         sec.tables.append(Table("Phase medians (ms)", ["run", "forward", "backward", "optimizer", "comm", "other",
                                                        "step"], rows))
     if modules:
-        labels, shares = [], {}
+        labels, shares, top_rows = [], {}, []
         for i, r in enumerate(modules):
-            labels.append(f"{r.kind} {r.config.get('model')} ({r.id[:6]})")
-            values = {name: _module_seconds(v) for name, v in r.metrics["modules"].items()}
+            c = r.config
+            labels.append(f"{c.get('workload', r.kind)} {c.get('model')} {technique_label(r)} ({r.id[:6]})")
+            values = _module_values(r.metrics)
             total = sum(v for v in values.values() if v) or 1.0
             for name in values:
                 shares.setdefault(name, [0.0] * len(modules))
             for name, v in values.items():
                 shares[name][i] = 100.0 * (v or 0.0) / total
-        sec.plots.append(plots.stacked("breakdown-modules", "Module shares of a step", labels, shares,
-                                       xlabel="share of step time (%)", ylabel="run (kind, model, id)", legend_title="module"))
-        top = max(shares, key=lambda n: sum(shares[n]))
-        sec.findings.append(f"{top} takes the largest share of module time: "
-                            f"{min(shares[top]):.0f}-{max(shares[top]):.0f} % over {len(modules)} run(s).")
+            for op in (r.metrics.get("top_ops") or [])[:5]:
+                top_rows.append((labels[-1], op.get("op"), op.get("self_s") and op["self_s"] * 1e3, op.get("calls"),
+                                 op.get("share") is not None and f"{op['share']:.0%}" or None))
+        shares = {n: v for n, v in shares.items() if any(v)}
+        sec.plots.append(plots.stacked("breakdown-modules", "Module shares of a step (torch.profiler)", labels, shares,
+                                       xlabel="share of step time (%)", ylabel="run (kind, model, id)",
+                                       legend_title="module"))
+        ranked = sorted(shares, key=lambda n: -sum(shares[n]))
+        sec.findings.append("Under the profiler, " + ", ".join(
+            f"{n} takes {min(shares[n]):.0f}-{max(shares[n]):.0f} %" if len(modules) > 1 else f"{n} {shares[n][0]:.0f} %"
+            for n in ranked[:3]) + f" of the step ({len(modules)} dissected run(s)).")
+        overhead = [r.metrics.get("profiling_overhead") for r in modules if r.metrics.get("profiling_overhead")]
+        if overhead:
+            sec.findings.append(f"Profiling overhead against untraced steps: {min(overhead):+.0%}"
+                                + (f" to {max(overhead):+.0%}." if len(overhead) > 1 else "."))
+        if top_rows:
+            sec.tables.append(Table("Top operators by self time (dissect)", ["run", "operator", "self time (ms)",
+                                                                              "calls", "share"], top_rows))
     return sec
+
+
+def _module_values(m: dict[str, Any]) -> dict[str, float | None]:
+    """Module name -> seconds or share, from `dissect` (`modules_s`, `modules_share`) or a `modules` dict."""
+    for key in ("modules_s", "modules_share", "modules"):
+        if isinstance(m.get(key), dict):
+            return {name: _module_seconds(v) for name, v in m[key].items()}
+    return {}
 
 
 def _module_seconds(value: Any) -> float | None:

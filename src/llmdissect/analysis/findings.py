@@ -83,18 +83,21 @@ def breakdown(rows: Sequence[tuple[str, dict[str, float]]]) -> list[str]:
     return out
 
 
-def roofline(points: Sequence[tuple[str, float, float]], peak: float, bandwidth: float, dtype: str) -> list[str]:
-    """points: (operator, intensity FLOP/byte, achieved FLOP/s)."""
+def roofline(points: Sequence[tuple], peak: float, bandwidth: float, dtype: str) -> list[str]:
+    """points: (operator, intensity FLOP/byte, achieved FLOP/s[, fraction of its own roofline])."""
     if not points:
         return []
     ridge = peak / bandwidth
     memory_bound = [p for p in points if p[1] < ridge]
-    fractions = sorted(((f / min(peak, i * bandwidth), op) for op, i, f in points), reverse=True)
+    fractions = sorted(((p[3] if len(p) > 3 and p[3] is not None else p[2] / min(peak, p[1] * bandwidth), p[0])
+                        for p in points if p[1] > 0), reverse=True)
     out = [f"The ridge point of this machine is {ridge:.3g} FLOP/byte ({peak / 1e9:.3g} GFLOP/s {dtype} over "
            f"{bandwidth / 1e9:.3g} GB/s); {len(memory_bound)} of {len(points)} operator rows lie left of it "
            f"(memory-bound)."]
-    best, worst = fractions[0], fractions[-1]
-    out.append(f"Closest to its roofline: {best[1]} at {best[0]:.0%}; farthest: {worst[1]} at {worst[0]:.1%}.")
+    if fractions:
+        best, worst = fractions[0], fractions[-1]
+        out.append(f"Closest to its roofline: {best[1]} at {best[0]:.0%}; farthest: {worst[1]} at "
+                   f"{worst[0] * 100:.2g} %.")
     return out
 
 

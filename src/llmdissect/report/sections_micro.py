@@ -114,7 +114,13 @@ def operators(records: list[RunRecord], profile: dict[str, Any]) -> Section | No
         if peak and bw:
             sec.plots.append(plots.roofline(f"roofline-{i}", f"Roofline: {where}", {dtype: (peak, bw)}, series))
             sec.findings += findings.roofline([(f"{row['op']} {row.get('pass', '')}".strip(), row["intensity"],
-                                                row["flops_per_s"]) for row in rows], peak, bw, dtype)
+                                                row["flops_per_s"], row.get("peak_fraction")) for row in rows],
+                                              peak, bw, dtype)
+            above = [row for row in rows if row["flops_per_s"] > min(peak, row["intensity"] * bw) * 1.02]
+            if above:
+                sec.findings.append(f"{len(above)} of {len(rows)} rows ran above these ceilings (from cache, or the "
+                                    f"ceilings were measured on a busier machine); their fraction of roofline is "
+                                    f"against the cache-level ceiling `bench ops` raised for them.")
         else:
             sec.plots.append(plots.lines(f"roofline-{i}", f"Operators (no ceilings measured): {where}", series,
                                          xlabel="arithmetic intensity (FLOP/byte)", ylabel="achieved (FLOP/s)",

@@ -75,8 +75,11 @@ def compare(a: str = typer.Argument(..., help="Run id, suite name or results dat
                     "rows": [dict(zip(("configuration", "metric", "a", "b", "ratio", "p_value", "verdict"), r))
                              for r in rows]})
         return
-    console.print(table(f"{name_a} (A) against {name_b} (B)", ["configuration", "metric", "A", "B", "B / A", "p",
-                                                               "verdict"], rows, justify_numbers=False))
+    from rich.markup import escape  # names from records are text, never rich markup
+
+    shown = [tuple(escape(v) if isinstance(v, str) else v for v in r) for r in rows]
+    console.print(table(escape(f"{name_a} (A) against {name_b} (B)"), ["configuration", "metric", "A", "B", "B / A",
+                                                                       "p", "verdict"], shown, justify_numbers=False))
     for s in sentences:
         console.print(s, markup=False)
     if out is not None:

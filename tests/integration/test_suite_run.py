@@ -134,11 +134,13 @@ def test_malformed_suite_file_exits_2_naming_line_and_field(tmp_path, db_path):
 def test_plan_json_is_one_plan_record(tmp_path, db_path):
     suite = tmp_path / "p.yaml"
     suite.write_text("suite: p\nentries:\n  - kind: infer\n    model: debug-llama\n    grid:\n      batch: [1, 2]\n"
-                     "  - kind: ops\n    model: debug-llama\n")
+                     "  - kind: infer\n    model: debug-llama\n    attn: flash\n"
+                     "  - kind: ops\n    model: debug-llama\n    tokens: 64\n")
     doc = json.loads(run_cli("run", str(suite), "--plan", "--json", "--db", str(db_path), check=True).stdout)
     assert doc["kind"] == "plan" and doc["source"] == "estimated" and doc["config"]["suite"] == "p"
     points = doc["metrics"]["points"]
-    assert [p["action"] for p in points] == ["run", "run", "skip"]
+    assert [p["action"] for p in points] == ["run", "run", "skip", "run"]
+    assert "flash" in points[2]["skip_reason"]
     assert points[0]["prediction"]["fits"] is True and points[0]["prediction"]["memory_bytes"] > 0
     assert points[1]["prediction"]["memory_bytes"] > points[0]["prediction"]["memory_bytes"]  # batch 2 > 1
     assert not db_path.exists()  # a plan runs and stores nothing

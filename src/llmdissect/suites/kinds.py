@@ -26,7 +26,7 @@ ESTIMATE = {"workload": STR, "model": STR, "hardware": STR, "gpus": INT, "dtype"
             "seq": INT, "grad_accum": INT, "zero": INT, "offload": STR, "recompute": STR, "attn": STR, "tp": INT,
             "pp": INT, "optimizer": STR, "lora_rank": INT, "lora_targets": STR, "quant": STR, "batch": INT,
             "input_len": INT, "output_len": INT}
-OPS = None  # no operator benchmark API yet: any scalar options, passed on as given
+OPS = None  # checked by llmdissect.micro.ops.OpsConfig (`bench ops`)
 
 KIND_OPTIONS: dict[str, dict[str, tuple] | None] = {
     "pretrain": _TRAIN, "finetune": _TRAIN, "infer": INFER, "serve": SERVE, "ops": OPS, "comm": COMM,
@@ -57,8 +57,8 @@ def check_options(kind: str, options: dict[str, Any]) -> dict[str, Any]:
     if kind in ("pretrain", "finetune"):
         return _check_train(kind, options)
     schema = KIND_OPTIONS[kind]
-    if schema is None:
-        return dict(options)
+    if schema is None:  # ops: the operator benchmark's own config (`bench ops`) checks them
+        return _check_ops(options)
     for key, value in options.items():
         if key not in schema:
             raise OptionError(key, f"unknown option for {kind}; known: {', '.join(schema)}")
@@ -109,6 +109,24 @@ def _check_train(kind: str, options: dict[str, Any]) -> dict[str, Any]:
         raise OptionError(key, f"{err['msg']} (got {err.get('input')!r})") from None
     _check_model(opts.get("model", "tiny-llama"))
     return opts
+
+
+def _check_ops(options: dict[str, Any]) -> dict[str, Any]:
+    from pydantic import ValidationError
+
+    try:
+        from llmdissect.micro.ops import OpsConfig
+    except ImportError:  # no operator benchmark in this build: the point will be skipped
+        return dict(options)
+    try:
+        OpsConfig(**options)
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = str(err["loc"][0]) if err.get("loc") else None
+        raise OptionError(key, f"{err['msg']} (got {err.get('input')!r})") from None
+    if "model" in options:
+        _check_model(options["model"])
+    return dict(options)
 
 
 def _check_estimate(options: dict[str, Any]) -> dict[str, Any]:

@@ -108,7 +108,13 @@ def _plan_serve(p: Planned) -> Planned:
 
 def _plan_ops(p: Planned) -> Planned:
     p.config = dict(p.point.options)
-    p.skip = "no operator benchmark (`bench ops`) in this build yet"
+    try:
+        from llmdissect.micro.ops import OpsConfig
+    except ImportError:
+        p.skip = "no operator benchmark (`bench ops`) in this build"
+        return p
+    p.work = OpsConfig(**p.point.options)
+    p.config = {"what": "ops", **p.work.model_dump()}
     return p
 
 
@@ -136,7 +142,8 @@ def run_planned(p: Planned, *, timeout_s: float | None, max_memory: str | None, 
 
         limit = parse_bytes(limit_text, "max_memory")
     runner: Callable[..., RunRecord] = {"pretrain": _run_train, "finetune": _run_train, "infer": _run_infer,
-                                        "comm": _run_comm, "serve": _run_serve, "estimate": _run_estimate}[p.point.kind]
+                                        "comm": _run_comm, "serve": _run_serve, "ops": _run_ops,
+                                        "estimate": _run_estimate}[p.point.kind]
     try:
         return runner(p, timeout, limit)
     except UserError as e:  # bad input found only at run time: this point fails, the suite goes on
@@ -167,6 +174,13 @@ def _run_comm(p: Planned, timeout: float, limit: int | None) -> RunRecord:
 
     p.work.timeout_s = timeout
     record, _ = run_comm(p.config, p.work, progress=False)  # the suite shows its own bar
+    return record
+
+
+def _run_ops(p: Planned, timeout: float, limit: int | None) -> RunRecord:
+    from llmdissect.micro.ops_run import run_ops
+
+    record, _ = run_ops(p.work, progress=False, timeout_s=timeout, store_profile=False)
     return record
 
 

@@ -36,13 +36,16 @@ def show(record) -> None:
     console.print(table(f"dissect {c['workload']} {c['model']}: phases (median of {c['profile_steps']} traced steps)",
                         ["phase", "time", "share"],
                         [(k, human_seconds(v), f"{m['phases_share'][k]:.1%}") for k, v in m["phases_s"].items()]))
+    hidden = ("loss", "optimizer", "communication") if c["workload"] == "infer" else ()
     console.print(table("modules (shares of the step add to 100 %)", ["module", "time", "share"],
-                        [(k, human_seconds(v), f"{m['modules_share'][k]:.1%}") for k, v in m["modules_s"].items()]))
+                        [(k, human_seconds(v), f"{m['modules_share'][k]:.1%}") for k, v in m["modules_s"].items()
+                         if not (k in hidden and v == 0)]))
     console.print(table("top operators (self time per step)", ["operator", "time", "calls", "share"],
                         [(o["op"], human_seconds(o["self_s"]), f"{o['calls']:.0f}", f"{o['share']:.1%}")
                          for o in m["top_ops"]]))
     console.print(f"profiled step {human_seconds(m['profiled_step_s'])} vs untraced "
-                  f"{human_seconds(m['untraced_step_s'])} (medians, steps alternating): profiling overhead {m['profiling_overhead']:+.1%}")
+                  f"{human_seconds(m['untraced_step_s'])} (medians, steps alternating): "
+                  f"profiling overhead {m['profiling_overhead']:+.1%}")
     if m.get("trace"):
         console.print(f"trace: {m['trace']} (open in https://ui.perfetto.dev or chrome://tracing)")
     console.print(f"record {record.id} stored")

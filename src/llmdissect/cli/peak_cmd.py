@@ -32,11 +32,14 @@ def show(record) -> None:
         console.print(table(f"{entry['name']} ({entry['device']}): measured ceilings (median of each size)",
                             ["what", "time", "measured", ref_name, "of it"], rows))
         best = ", ".join(f"{k} {human_rate(v, 'FLOP/s')}" for k, v in entry["peak_flops_per_s"].items())
-        console.print(f"peak: {best}; bandwidth {human_rate(entry['memory_bandwidth_bytes_per_s'], 'B/s')}")
+        console.print(f"peak ({record.metrics.get('threads')} threads): {best}; "
+                      f"bandwidth {human_rate(entry['memory_bandwidth_bytes_per_s'], 'B/s')}")
         if entry["device"] == "cpu" and entry.get("theoretical"):
             console.print("theoretical peak assumes: " + "; ".join(entry["theoretical"]["assumptions"]))
             if entry.get("cpu_capability"):
                 console.print(f"torch CPU kernels: {entry['cpu_capability']}")
+    if record.metrics.get("profile_note"):
+        console.print(record.metrics["profile_note"])
     if record.metrics.get("profile_path"):
         console.print(f"stored in {record.metrics['profile_path']}; record {record.id}")
 
@@ -46,6 +49,7 @@ def peak(quick: bool = typer.Option(False, "--quick", help="Fewer, smaller sizes
          min_time: Optional[float] = typer.Option(None, "--min-time", help="Seconds each size is timed for."),
          profile: bool = typer.Option(True, help="Store the peaks in this machine's calibration profile."),
          timeout: float = typer.Option(600.0, "--timeout", help="Seconds before the run is stopped."),
+         threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: usable cores)."),
          db: DbPath = DbOpt, json_out: bool = JsonOpt) -> None:
     """Measure dense matmul FLOP/s per dtype and memory bandwidth on the CPU and each GPU."""
     from llmdissect.cli.recording import finish
@@ -58,10 +62,13 @@ def peak(quick: bool = typer.Option(False, "--quick", help="Fewer, smaller sizes
         if device not in devices:
             raise UserError(f"--device {device!r} is not visible here; devices: {', '.join(devices)}")
         devices = [device]
+    if threads is not None and threads < 1:
+        raise UserError(f"--threads must be at least 1, got {threads}")
     if min_time is not None and not 0 <= min_time <= 60:
         raise UserError(f"--min-time must be between 0 and 60 seconds, got {min_time:g}")
     db_path = check_writable(db)
-    record, child = run_peak(quick, devices, min_time, progress=True, timeout_s=timeout, store_profile=profile)
+    record, child = run_peak(quick, devices, min_time, progress=True, timeout_s=timeout, store_profile=profile,
+                              threads=threads)
     finish(record, db_path, json_out, show, user_error=child.user_error)
 
 

@@ -62,7 +62,7 @@ def linear_case(m_: Callable[[], Maker], name: str, T: int, k: int, n: int, e: f
         m = m_()
         x, w = m.randn(T, k, grad=passes == "bwd"), m.randn(n, k, grad=passes == "bwd", scale=k ** -0.5)
         return _timed(lambda: m.torch.nn.functional.linear(x, w), passes, lambda: [x, w], m)
-    return OpCase(name, f"[{T},{k}]x[{n},{k}]^T", passes, "gemm", od.linear(T, k, n, e, passes), make)
+    return OpCase(name, f"[{T},{k}]x[{k},{n}]", passes, "gemm", od.linear(T, k, n, e, passes), make)
 
 
 def attention_case(m_: Callable[[], Maker], spec: ModelSpec, b: int, s: int, e: float, passes: str,

@@ -63,7 +63,7 @@ def _bnb_cases(m_: Callable[[], Maker], T: int, k: int, n: int, e: float) -> lis
         x = m.randn(T, k)
         return lambda: lin(x)
 
-    shape_w, shape_mm = f"[{n},{k}]", f"[{T},{k}]x[{n},{k}]^T"
+    shape_w, shape_mm = f"[{n},{k}]", f"[{T},{k}]x[{k},{n}]"
     return [
         OpCase("nf4 quantize (bnb)", shape_w, "fwd", "quant", od.quantize(k, n, e, "nf4"), nf4_quant),
         OpCase("nf4 dequantize (bnb)", shape_w, "fwd", "quant", od.dequantize(k, n, e, "nf4"), nf4_dequant),
@@ -86,7 +86,7 @@ def _torchao_case(m_: Callable[[], Maker], T: int, k: int, n: int, e: float) -> 
         quantize_(lin, Int8WeightOnlyConfig())
         x = m.randn(T, k)
         return lambda: lin(x)
-    return OpCase("int8 matmul (torchao weight-only)", f"[{T},{k}]x[{n},{k}]^T", "fwd", "quant",
+    return OpCase("int8 matmul (torchao weight-only)", f"[{T},{k}]x[{k},{n}]", "fwd", "quant",
                   od.quant_linear(T, k, n, e, "int8"), make)
 
 

@@ -31,6 +31,8 @@ def ceilings(cfg: OpsConfig, profile: dict[str, Any]) -> dict[str, Any]:
     from llmdissect.micro.ops import LADDER_BYTES
 
     ladder = [(float(r["bytes"]), r["bytes_per_s"]) for r in (pk.copy_row(dev, n, 0.05) for n in LADDER_BYTES)]
+    if section.get("threads") and section["threads"] != torch.get_num_threads() and dev == "cpu":
+        source += f"; measured with {section['threads']} threads, these operators with {torch.get_num_threads()}"
     return {"device_name": name, "peak_flops_per_s": {k: float(v) for k, v in peaks.items()},
             "memory_bandwidth_bytes_per_s": float(dram),
             "source": source, "cache_ladder": [{"bytes": b, "bytes_per_s": bw} for b, bw in ladder]}

@@ -16,8 +16,8 @@ from typing import Any
 
 # Sizes per (device kind, dtype), full and quick. Half-precision products on CPUs without
 # native support are very slow, so those stay small; every size is reported as a row.
-CPU_SIZES = {"fp32": (512, 1024, 2048), "bf16": (128, 256, 512)}
-CPU_SIZES_QUICK = {"fp32": (512, 1024), "bf16": (128, 256)}
+CPU_SIZES = {"fp32": (256, 512, 1024, 2048), "bf16": (128, 256, 512)}
+CPU_SIZES_QUICK = {"fp32": (256, 512, 1024), "bf16": (128, 256)}
 GPU_SIZES = {"fp32": (2048, 4096), "tf32": (4096, 8192), "bf16": (4096, 8192), "fp16": (4096, 8192)}
 GPU_SIZES_QUICK = {"fp32": (2048,), "tf32": (4096,), "bf16": (4096,), "fp16": (4096,)}
 COPY_BYTES = {"cpu": 256 * 2**20, "cuda": 2 * 2**30}

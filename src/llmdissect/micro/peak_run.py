@@ -55,7 +55,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
             entry["theoretical"] = theory
             entry["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
         out[device] = entry
-    return {"metrics": {"devices": out}, "env": capture_device_env()}
+    return {"metrics": {"devices": out, "threads": torch.get_num_threads()}, "env": capture_device_env()}
 
 
 def visible_devices() -> list[str]:
@@ -87,7 +87,8 @@ def profile_update(metrics: dict[str, Any], record_id: str | None = None) -> dic
     update: dict[str, Any] = {}
     for entry in metrics["devices"].values():
         section = {"peak_flops_per_s": entry["peak_flops_per_s"],
-                   "memory_bandwidth_bytes_per_s": entry["memory_bandwidth_bytes_per_s"], "record_id": record_id}
+                   "memory_bandwidth_bytes_per_s": entry["memory_bandwidth_bytes_per_s"], "record_id": record_id,
+                   "threads": metrics.get("threads")}
         if entry["device"] == "cpu":
             section["theoretical_peak_flops_per_s"] = entry.get("theoretical_peak_flops_per_s", {})
             update["cpu"] = section
@@ -99,7 +100,8 @@ def profile_update(metrics: dict[str, Any], record_id: str | None = None) -> dic
 
 
 def run_peak(quick: bool = False, devices: list[str] | None = None, min_time_s: float | None = None,
-             progress: bool = True, timeout_s: float = 600, store_profile: bool = True):
+             progress: bool = True, timeout_s: float = 600, store_profile: bool = True,
+             threads: int | None = None):
     """Measure, make the `ops` record (config.what = peak), write the profile. Returns (record, child)."""
     from llmdissect.calibration import update_profile
     from llmdissect.launch import run_child
@@ -108,14 +110,22 @@ def run_peak(quick: bool = False, devices: list[str] | None = None, min_time_s: 
     from llmdissect.results.recording import record_from_child
     from llmdissect.results.schema import utc_now
 
+    from llmdissect.launch.child import default_threads
+
     devices = devices or visible_devices()
+    threads = threads or default_threads(1)
     config = {"what": "peak", "hardware": "cpu" if devices == ["cpu"] else "cuda", "devices": devices,
-              "quick": quick, "min_time_s": (0.3 if quick else 1.0) if min_time_s is None else min_time_s}
+              "quick": quick, "min_time_s": (0.3 if quick else 1.0) if min_time_s is None else min_time_s,
+              "threads": threads}
     started = utc_now()
-    child = run_with_progress(lambda c: run_child(TARGET, c, timeout_s=timeout_s), config, "peak", progress)
+    child = run_with_progress(lambda c: run_child(TARGET, c, timeout_s=timeout_s, threads=threads), config, "peak",
+                              progress)
     record = record_from_child("ops", config, child, capture_env(), started_at=started)
     if record.status == "ok":
         add_catalogue(record.metrics)
-        if store_profile:
+        if store_profile and threads < default_threads(1):
+            record.metrics["profile_note"] = (f"not stored in the calibration profile: measured with {threads} of "
+                                              f"{default_threads(1)} cores (MFU divides by the whole CPU's peak)")
+        elif store_profile:
             record.metrics["profile_path"] = str(update_profile(profile_update(record.metrics, record.id)))
     return record, child

@@ -98,6 +98,9 @@ def _plan_comm(p: Planned) -> Planned:
         p.skip = f"cannot run here: {e}"
         return p
     p.work = req
+    from llmdissect.suites.predict import predict_comm
+
+    p.prediction = predict_comm(p.config)
     return p
 
 

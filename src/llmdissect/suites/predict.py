@@ -26,11 +26,13 @@ class Prediction:
     """Why it does not fit, or why there is no estimate."""
     tokens_per_s: float | None = None
     memory_bytes: float | None = None
+    busbw_bytes_per_s: float | None = None
+    """Collectives: the bus bandwidth the alpha-beta model predicts at the largest size."""
     estimate: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"fits": self.fits, "reason": self.reason, "tokens_per_s": self.tokens_per_s,
-                "memory_bytes": self.memory_bytes}
+                "memory_bytes": self.memory_bytes, "busbw_bytes_per_s": self.busbw_bytes_per_s}
 
 
 def local_hardware(config: dict[str, Any]) -> str | None:
@@ -111,6 +113,22 @@ def predict_estimate(options: dict[str, Any]) -> Prediction:
     m = est.metrics
     return Prediction(fits=est.fits, reason=None if est.fits else est.verdict(), tokens_per_s=m.get("tokens_per_s"),
                       memory_bytes=m["memory"]["total_bytes"], estimate=est)
+
+
+def predict_comm(config: dict[str, Any]) -> Prediction:
+    """Predicted busbw of the first operator at the largest size (gloo on this CPU only)."""
+    from llmdissect.calibration import load_profile
+    from llmdissect.perfmodel.calibrate import machine_for
+    from llmdissect.perfmodel.comm import FACTORS, collective_time_s
+    from llmdissect.specs import resolve_platform
+
+    ops = [op for op in config.get("ops", []) if op in FACTORS]
+    if config.get("hardware") != "cpu" or not ops:
+        return Prediction(reason="no collective model for this run")
+    n, size = int(config["world_size"]), float(config["max_bytes"])
+    net = machine_for(resolve_platform("cpu", n), config.get("dtype", "fp32"), load_profile()).network
+    factor = {"all_reduce": 2 * (n - 1) / n}.get(ops[0], (n - 1) / n)
+    return Prediction(busbw_bytes_per_s=size / collective_time_s(net, ops[0], size, n) * factor)
 
 
 def join_key(kind: str, config: dict[str, Any]) -> tuple | None:

@@ -8,6 +8,8 @@ from llmdissect.suites.runner import Plan, action
 
 def predicted(p) -> str:
     pr = p.prediction
+    if pr.busbw_bytes_per_s:
+        return f"busbw {human_rate(pr.busbw_bytes_per_s, 'B/s')} at the largest size"
     if pr.fits is None and pr.tokens_per_s is None and pr.memory_bytes is None:
         return "-"
     parts = []

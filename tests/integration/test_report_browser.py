@@ -115,16 +115,16 @@ def real_records(db: Path) -> None:
     """Fast real runs on debug-llama (a few seconds each) into `db`, suite 'mixed'."""
     common = ["--db", str(db), "--model", "debug-llama"]
     for extra in ([], ["--recompute", "full"]):
-        run_cli("bench", "pretrain", *common, "--steps", "4", "--warmup", "1", "--micro-batch", "2", "--seq", "64",
+        run_cli("bench", "pretrain", *common, "--steps", "3", "--warmup", "1", "--micro-batch", "2", "--seq", "32",
                 *extra, check=True, timeout=240)
-    run_cli("bench", "infer", *common, "--batch", "1,2", "--input-len", "32", "--output-len", "8", "--repeats", "3",
+    run_cli("bench", "infer", *common, "--batch", "1,2", "--input-len", "16", "--output-len", "4", "--repeats", "3",
             check=True, timeout=240)
     run_cli("bench", "comm", "--db", str(db), "--ops", "all_reduce", "--nproc", "2", "--backend", "gloo",
-            "--min-bytes", "1K", "--max-bytes", "64K", "--iters", "5", "--warmup", "1", check=True, timeout=240)
-    run_cli("estimate", "pretrain", *common, "--hardware", "cpu", "--seq", "64", "--micro-batch", "2", "--store",
+            "--min-bytes", "1K", "--max-bytes", "16K", "--iters", "4", "--warmup", "1", check=True, timeout=240)
+    run_cli("estimate", "pretrain", *common, "--hardware", "cpu", "--seq", "32", "--micro-batch", "2", "--store",
             check=True, timeout=120)
-    run_cli("estimate", "infer", *common, "--hardware", "cpu", "--batch", "1", "--input-len", "32",
-            "--output-len", "8", "--store", check=True, timeout=120)
+    run_cli("estimate", "infer", *common, "--hardware", "cpu", "--batch", "1", "--input-len", "16",
+            "--output-len", "4", "--store", check=True, timeout=120)
 
 
 def test_report_in_headless_chromium(tmp_path: Path) -> None:

@@ -159,3 +159,12 @@ def test_bad_input_is_one_line(store: Path, tmp_path: Path) -> None:
     assert_user_error(run_cli("report", "--db", str(store), "--since", "yesterday", "--out", str(tmp_path)), "--since")
     assert_user_error(run_cli("report", "--db", str(store), "--suite", "demo", "--ids", "x", "--out", str(tmp_path)),
                       "at most one")
+
+
+def test_ids_select_only_their_sections(store: Path, tmp_path: Path) -> None:
+    with open_store(store) as s:
+        serve_ids = [r.id[:10] for r in s.query(kind="serve")]
+    run_cli("report", "--db", str(store), "--ids", ",".join(serve_ids), "--out", str(tmp_path), check=True)
+    html = (tmp_path / "report.html").read_text()
+    assert re.findall(r'data-section="([a-z]+)"', html) == ["environment", "serving"]
+    assert "3 record(s)" in html

@@ -110,3 +110,17 @@ def test_advise_bad_input():
     assert_user_error(run_cli("advise", "pretrain", "--model", "llama2-7b", "--hardware", "a800", "--goal", "fun"),
                       "goal")
     assert_user_error(run_cli("advise", "pretrain", "--model", "llama2-7b", "--hardware", "cpu"), "peak")
+
+
+@pytest.mark.slow
+def test_estimated_memory_matches_a_measured_training_run(db_path):
+    """End to end: `bench pretrain` measures peak tensor bytes (parameters + optimizer state +
+    the live-tensor peak of a step); `estimate` predicts memory.total_bytes for the same config."""
+    args = ["--model", "debug-llama", "--seq", "128", "--micro-batch", "2", "--attn", "eager"]
+    measured = json.loads(run_cli("bench", "pretrain", *args, "--steps", "1", "--warmup", "1", "--json",
+                                  "--db", str(db_path), check=True).stdout)
+    est = json.loads(run_cli("estimate", "pretrain", *args, "--hardware", "cpu", "--json", "--db", str(db_path),
+                             check=True).stdout)
+    for key in ("model", "engine", "zero", "recompute", "attn", "dtype", "micro_batch", "seq", "method"):
+        assert est["config"][key] == measured["config"][key], key
+    assert est["metrics"]["memory"]["total_bytes"] == pytest.approx(measured["metrics"]["peak_memory_bytes"], rel=0.15)

@@ -9,7 +9,8 @@ forward; one that keeps the model output holds them, `hold_logits=1`):
 - layer i (L-1 .. 0): saved activations of layers below i, layer i's own activations (kept,
   or rebuilt by recomputation), gradients of the head, the final norm and layers above i,
   layer i's gradients and its transient gradient buffers;
-- end:   every gradient (embedding included) (and the held logits).
+- end:   every gradient (embedding included) (and the held logits), plus the optimizer
+         step's temporaries (`optimizer_step_transient_bytes`).
 
 Each layer is alike, so the maximum over i lies at i = L-1 or i = 0. Gradients that persist
 across micro-batches (gradient accumulation) are added to every phase. Functions take
@@ -29,7 +30,7 @@ def _max(*xs):
 
 
 def training_step_peak_bytes(m: ModelSpec, b, s, e, eager, recompute_level, grad_bytes_per_param,
-                             tp=1, persistent_grads=0, grad_fraction=1.0, hold_logits=0):
+                             tp=1, persistent_grads=0, grad_fraction=1.0, hold_logits=0, optimizer_transient=0):
     """Peak bytes of activations plus gradients over one forward and backward.
 
     `grad_bytes_per_param` is the gradient dtype size; `grad_fraction` the share of each
@@ -51,5 +52,17 @@ def training_step_peak_bytes(m: ModelSpec, b, s, e, eager, recompute_level, grad
     loss = m.num_layers * saved + edges + final_norm + logits + held + act.loss_backward_transient_bytes(m, b, s)
     top = (m.num_layers - 1) * saved + full_layer + edges + held + g_head + g_layer + transient
     bottom = full_layer + edges + held + g_head + m.num_layers * g_layer + transient
-    end = g_all + held
+    end = g_all + held + optimizer_transient
     return _max(loss, top, bottom, end) + persistent_grads * g_all
+
+
+def optimizer_step_transient_bytes(m: ModelSpec, psi_local, is_gpu: bool, on_device=1):
+    """Temporaries of torch's AdamW step beside the gradients. On CUDA the default `foreach`
+    implementation builds sqrt(v) for every parameter of its partition at once (4 bytes per
+    parameter, fp32 states); on a CPU the per-parameter loop holds two temporaries of the
+    largest tensor (sqrt(v) and its scaled copy). Zero when the optimizer runs on the host
+    (`on_device` 0); DeepSpeed's fused Adam would need none."""
+    largest = max(m.vocab_size * m.hidden_size, m.hidden_size * m.intermediate_size, m.q_dim * m.hidden_size)
+    smaller = psi_local + (largest - psi_local) * (largest < psi_local)  # min, for arrays too
+    per_device = 4 * psi_local if is_gpu else 2 * smaller * 4
+    return on_device * per_device

@@ -20,7 +20,7 @@ from llmdissect.perfmodel.defaults import (CPU_ADAM_PARAMS_PER_S, DEFAULT_OVERLA
                                            FRAGMENTATION_FRACTION_GPU, FRAMEWORK_CONTEXT_BYTES_GPU)
 from llmdissect.perfmodel.layertime import head_forward_time_s, layer_attention_time_s, layer_forward_time_s
 from llmdissect.perfmodel.roofline import memory_time_s
-from llmdissect.perfmodel.stepmemory import training_step_peak_bytes
+from llmdissect.perfmodel.stepmemory import optimizer_step_transient_bytes, training_step_peak_bytes
 from llmdissect.specs.models import ModelSpec
 
 
@@ -43,9 +43,13 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     activations = act.activation_bytes(m, b, s, e, eager, rc, tp, pp)
     grad_fraction = (1 - lora) * (off < 1) / (1 + (zero >= 2) * (dp - 1)) / pp
     persistent = (ga > 1) * (zero < 2) * (off < 1) * (1 - lora)
-    step_peak = training_step_peak_bytes(m, b, s, e, eager, rc, e, tp, persistent, grad_fraction) + lora * g
+    is_gpu = mach.platform.device.kind == "gpu"
+    psi_opt = psi / (1 + (zero >= 1) * (dp - 1))  # the optimizer's partition on this device
+    opt_tmp = optimizer_step_transient_bytes(m, psi_opt, is_gpu, (off < 1) * 1)
+    step_peak = training_step_peak_bytes(m, b, s, e, eager, rc, e, tp, persistent, grad_fraction,
+                                         optimizer_transient=opt_tmp) + lora * g
     tensors = params + o + step_peak
-    other = framework_bytes(mach.platform.device.kind == "gpu", tensors)
+    other = framework_bytes(is_gpu, tensors)
     host = states.host_bytes_per_device(psi, e, zero, dp, off, optimizer)
     return {"params_bytes": params, "grads_bytes": g, "optimizer_bytes": o, "activations_bytes": activations,
             "step_peak_bytes": step_peak, "other_bytes": other, "total_bytes": tensors + other,

@@ -21,6 +21,7 @@ QUICK_STEP_MODULES: list[str] = [
     "llmdissect.suites.quick_ops",
     "llmdissect.suites.quick_foundation",
     "llmdissect.suites.quick_train",
+    "llmdissect.suites.quick_deepspeed",
     "llmdissect.suites.quick_infer",
     "llmdissect.suites.quick_comm",
     "llmdissect.suites.quick_serve",

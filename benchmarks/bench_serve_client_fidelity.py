@@ -29,8 +29,10 @@ from pathlib import Path
 TTFT_S, ITL_S = 0.050, 0.020
 
 
-def serve(port: int) -> None:
-    """The scheduled streaming server (runs in its own process)."""
+def serve(port: int, late_headers: bool = False) -> None:
+    """The scheduled streaming server (runs in its own process). Like uvicorn-based servers
+    (vLLM, SGLang, transformers serve) it sends the response headers when the request
+    arrives; with `late_headers` (aiohttp's default) they go out with the first chunk."""
     from aiohttp import web
 
     async def models(_request):
@@ -46,6 +48,8 @@ def serve(port: int) -> None:
                                       "usage": usage})
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
+        if not late_headers:
+            await resp.write(b": stream open\n\n")  # an SSE comment flushes the headers now
         for i in range(n):
             delay = arrived + TTFT_S + i * ITL_S - time.monotonic()
             if delay > 0:
@@ -64,11 +68,12 @@ def serve(port: int) -> None:
     web.run_app(app, host="127.0.0.1", port=port, backlog=4096, print=None, access_log=None)
 
 
-def _start_server() -> tuple[subprocess.Popen, str]:
+def _start_server(late_headers: bool = False) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, __file__, "--serve", str(port)], start_new_session=True)
+    proc = subprocess.Popen([sys.executable, __file__, "--serve", str(port)] + ["--late-headers"] * late_headers,
+                            start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     for _ in range(100):
         try:
@@ -120,17 +125,20 @@ def main() -> None:
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--streams", default="1,64,512")
     ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--late-headers", action="store_true",
+                    help="the server sends its response headers with the first chunk (the harder case)")
     ap.add_argument("--cpu-requests", type=int, default=30, help="requests for the CPU-per-request figure")
     args = ap.parse_args()
     if args.serve:
-        return serve(args.serve)
-    proc, url = _start_server()
+        return serve(args.serve, args.late_headers)
+    proc, url = _start_server(args.late_headers)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             dataset = Path(tmp) / "p.json"
             dataset.write_text(json.dumps([{"prompt": "hello"}]))
             print(f"schedule: TTFT {TTFT_S * 1e3:.0f} ms then one chunk every {ITL_S * 1e3:.0f} ms, "
-                  f"{args.tokens} chunks; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+                  f"{args.tokens} chunks; headers {'with the first chunk' if args.late_headers else 'at once'}; "
+                  f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
             print(f"{'streams':>15} | {'TTFT err vs schedule ms':>24} | {'TTFT err vs sent ms':>20} | "
                   f"{'ITL err vs schedule ms':>23} | {'ITL err vs sent ms':>19} | {'server late ms':>15}")
             print(f"{'':>15} | {'median':>11} {'p99':>12} | {'median':>9} {'p99':>10} | {'median':>10} {'p99':>12} | "

@@ -48,6 +48,10 @@ def test_estimate_infer_and_finetune_qlora(db_path):
     assert inf["config"]["kind_estimated"] == "infer"
     t = inf["metrics"]["time"]
     assert 0 < t["tpot_s"] < t["ttft_s"] and inf["metrics"]["memory"]["kv_cache_bytes"] > 0
+    sweep = inf["metrics"]["batch_sweep"]
+    assert sweep[0]["batch"] == 1 and sweep[-1]["batch"] == inf["metrics"]["max_batch"]
+    rates = [r["tokens_per_s"] for r in sweep]
+    assert rates == sorted(rates) and [r["tpot_s"] for r in sweep] == sorted(r["tpot_s"] for r in sweep)
     ft = json.loads(run_cli("estimate", "finetune", "--model", "llama2-7b", "--hardware", "rtx4090",
                             "--lora-rank", "16", "--quant", "nf4", "--seq", "1024", "--json", "--db", str(db_path),
                             check=True).stdout)

@@ -135,6 +135,12 @@ def show_estimate(est, record_id: str | None) -> None:
         rows.append(("max_batch (KV capacity)", str(m["max_batch"])))
     console.print(title)
     console.print(table(None, ["quantity", "per device"], rows))
+    sweep = m.get("batch_sweep") or []
+    if len(sweep) > 1:
+        console.print("Against batch size, up to the KV-cache capacity:")
+        console.print(table(None, ["batch", "ttft", "tpot", "tokens/s"],
+                            [(r["batch"], human_seconds(r["ttft_s"]), human_seconds(r["tpot_s"]),
+                              human_rate(r["tokens_per_s"], "tok/s")) for r in sweep]))
     console.print(("[green]" if est.fits else "[red]") + est.verdict() + ("[/]"))
     for n in est.notes:
         console.print(f"  - {n}", markup=False)

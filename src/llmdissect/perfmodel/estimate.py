@@ -113,14 +113,28 @@ def estimate_infer(setup: InferSetup, mach: Machine) -> Estimate:
                                "max_batch": int(max_batch), "data_parallel": setup.dp}
     notes = _common_notes(mach)
     if mach.ceilings is not None:
-        metrics.update(_plain(infer_time(m, mach, dp=setup.dp, layer_weights=wt.layer_read_bytes(m, setup.quant, e),
-                                         **kw)))
+        layer_weights = wt.layer_read_bytes(m, setup.quant, e)
+        metrics.update(_plain(infer_time(m, mach, dp=setup.dp, layer_weights=layer_weights, **kw)))
+        metrics["batch_sweep"] = _batch_sweep(setup, mach, kw, layer_weights, int(max_batch))
     else:
         metrics.update(time=None, tokens_per_s=None, mfu=None)
     metrics["fits"] = memory["total_bytes"] <= setup.platform.device.memory_bytes
     notes.append(f"KV cache holds {setup.input_len + setup.output_len - 1} positions; decode costed at the mean "
                  f"context {setup.input_len + setup.output_len / 2:g}; up to {int(max_batch)} sequences fit")
     return Estimate("infer", setup.config(), metrics, notes)
+
+
+def _batch_sweep(setup: InferSetup, mach: Machine, kw: dict, layer_weights: int, max_batch: int) -> list[dict]:
+    """TTFT, TPOT and throughput at batch 1, 2, 4, ... up to the KV-cache capacity."""
+    batches = [1 << i for i in range(max(max_batch, 1).bit_length()) if 1 << i <= max_batch]
+    if max_batch > 0 and (not batches or batches[-1] != max_batch):
+        batches.append(max_batch)
+    rows = []
+    for b in batches:
+        t = infer_time(setup.model, mach, dp=setup.dp, layer_weights=layer_weights, **{**kw, "b": b})
+        rows.append({"batch": b, "ttft_s": float(t["time"]["ttft_s"]), "tpot_s": float(t["time"]["tpot_s"]),
+                     "tokens_per_s": float(t["tokens_per_s"])})
+    return rows
 
 
 def _common_notes(mach: Machine) -> list[str]:

@@ -153,7 +153,8 @@ def summarize(results: Sequence[RequestResult], duration_s: float, slo: dict[str
         if r.error and r.error not in errors and len(errors) < 5:
             errors.append(r.error)
     m: dict[str, Any] = {
-        "completed": len(done), "failed": len(failed), "errors": errors, "duration_s": duration_s,
+        "requests": len(results), "completed": len(done), "failed": len(failed), "errors": errors,
+        "duration_s": duration_s,
         "ttft_s": _stats([r.ttft_s for r in done if r.ttft_s is not None]),
         "tpot_s": _stats([t for r in done if (t := r.tpot_s) is not None]),
         "itl_s": _stats(itl),

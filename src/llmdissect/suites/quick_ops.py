@@ -31,7 +31,8 @@ def _ops(ctx: QuickContext) -> None:
     from llmdissect.micro.ops import OpsConfig
     from llmdissect.micro.ops_run import run_ops
 
-    cfg = OpsConfig(model="tiny-llama", tokens=128, passes="both", min_time_s=0.02, seqs=[128], device="cpu")
+    cfg = OpsConfig(model="tiny-llama", tokens=64, passes="both", min_time_s=0.01, seqs=[64], quant=False,
+                    device="cpu")
     record, _ = run_ops(cfg, progress=False, timeout_s=120, store_profile=False)
     _check(ctx, record)
     m = record.metrics
@@ -48,11 +49,11 @@ def _dissect(ctx: QuickContext) -> None:
     from llmdissect.workloads.train_config import record_config
     from llmdissect.workloads.train_runner import prepare
 
-    cfg = prepare("pretrain", model="tiny-llama", seq=128, micro_batch=1, steps=1, warmup=1, device="cpu")
-    child = run_child("llmdissect.workloads.dissect:run", {"train": cfg.model_dump(), "profile_steps": 2,
+    cfg = prepare("pretrain", model="tiny-llama", seq=64, micro_batch=1, steps=1, warmup=1, device="cpu")
+    child = run_child("llmdissect.workloads.dissect:run", {"train": cfg.model_dump(), "profile_steps": 1,
                                                            "trace": None}, timeout_s=120)
     record = record_from_child("ops", {"what": "dissect", "workload": "pretrain", **record_config(cfg),
-                                       "profile_steps": 2}, child, capture_env())
+                                       "profile_steps": 1}, child, capture_env())
     _check(ctx, record)
     m = record.metrics
     top = sorted(((k, v) for k, v in m["modules_share"].items()), key=lambda kv: -kv[1])[:3]
@@ -62,5 +63,5 @@ def _dissect(ctx: QuickContext) -> None:
 
 def quick_steps() -> list[QuickStep]:
     return [QuickStep("peak", "matmul FLOP/s and copy bandwidth (quick), stored in the calibration profile", _peak),
-            QuickStep("ops", "tiny-llama decoder-layer operators, 128 tokens, fwd and bwd", _ops),
+            QuickStep("ops", "tiny-llama decoder-layer operators, 64 tokens, fwd and bwd", _ops),
             QuickStep("dissect-pretrain", "tiny-llama pre-training step under torch.profiler", _dissect)]

@@ -152,3 +152,17 @@ def test_gpu_section_named_as_torch_names_the_device():
     mach = machine_for(plat, "bf16", profile)
     assert mach.ceilings.peak_flops_per_s == 7e14
     assert mach.efficiency["gemm"] == 0.6 and mach.efficiency["memory"] == 0.7
+
+
+def test_named_assumptions_are_overridable_by_the_profile():
+    from llmdissect.errors import UserError
+
+    plat = resolve_platform("a800")
+    setup = TrainSetup(kind="pretrain", model=get_model("llama2-7b"), platform=plat, seq=1024, zero=0)
+    base = estimate_train(setup, machine_for(plat, "bf16")).metrics["memory"]
+    assert base["other_bytes"] == pytest.approx(2**30 + 0.05 * (base["total_bytes"] - base["other_bytes"]))
+    bare = machine_for(plat, "bf16", {"perfmodel": {"framework_context_bytes": 0, "fragmentation_fraction": 0}},
+                       explicit=True)
+    assert estimate_train(setup, bare).metrics["memory"]["other_bytes"] == 0
+    with pytest.raises(UserError, match="unknown perfmodel assumption"):
+        machine_for(plat, "bf16", {"perfmodel": {"context": 1}}, explicit=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 from llmdissect.errors import UserError
 from llmdissect.perfmodel.comm import Network, default_alpha_s
-from llmdissect.perfmodel.defaults import DEFAULT_EFFICIENCY
+from llmdissect.perfmodel.defaults import DEFAULT_EFFICIENCY, assumptions_for
 from llmdissect.perfmodel.roofline import Ceilings
 from llmdissect.specs.hardware import HardwareSpec, Platform
 
@@ -31,6 +31,9 @@ class Machine:
     efficiency: dict
     sources: dict
     """Where each number came from (spec, profile, default), for the record."""
+    assumptions: dict
+    """Framework allowance, overlap fraction, CPU Adam rate (defaults.assumptions_for,
+    overridden by the profile's `perfmodel` section)."""
 
 
 def _profile_section(hw: HardwareSpec, profile: dict[str, Any], explicit: bool) -> dict[str, Any] | None:
@@ -90,4 +93,14 @@ def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None =
     sources["collectives"] = f"calibration profile ({backend})" if fits else "alpha-beta defaults"
     host = hw.host_link
     host_link = Network(host.unidirectional_bytes_per_s, default_alpha_s("pcie"), eff["host_link"]) if host else None
-    return Machine(platform, ceilings, network, host_link, eff, sources)
+    assumptions = assumptions_for(hw.kind)
+    overrides = profile.get("perfmodel") if (applies or explicit) else None
+    if isinstance(overrides, dict) and overrides:
+        for k, v in overrides.items():
+            if k not in assumptions:
+                raise UserError(f"calibration profile: unknown perfmodel assumption {k!r}; known: {', '.join(assumptions)}")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                raise UserError(f"calibration profile: perfmodel.{k} must be a non-negative number, got {v!r}")
+            assumptions[k] = float(v)
+        sources["assumptions"] = "calibration profile"
+    return Machine(platform, ceilings, network, host_link, eff, sources, assumptions)

@@ -46,3 +46,12 @@ CPU_ADAM_PARAMS_PER_S = 1.0e9
 OPTIMIZERS = ("adamw", "adamw-fused", "adamw-8bit", "adam", "sgd")
 
 # Inference: tokens of context a decode step sees on average is input + output / 2.
+
+
+def assumptions_for(kind: str) -> dict[str, float]:
+    """The named, overridable assumptions for a device kind (gpu | cpu). A calibration
+    profile's `perfmodel` section overrides any of them (calibrate.machine_for)."""
+    gpu = kind == "gpu"
+    return {"framework_context_bytes": float(FRAMEWORK_CONTEXT_BYTES_GPU if gpu else 0),
+            "fragmentation_fraction": FRAGMENTATION_FRACTION_GPU if gpu else 0.0,
+            "overlap_fraction": DEFAULT_OVERLAP_FRACTION, "cpu_adam_params_per_s": CPU_ADAM_PARAMS_PER_S}

@@ -138,9 +138,15 @@ def _batch_sweep(setup: InferSetup, mach: Machine, kw: dict, layer_weights: int,
 
 
 def _common_notes(mach: Machine) -> list[str]:
+    a = mach.assumptions
     notes = [f"efficiency from {mach.sources['efficiency']}: "
              + ", ".join(f"{k} {v:.2f}" for k, v in sorted(mach.efficiency.items())),
-             f"peaks from {mach.sources['peak']}; collectives from {mach.sources['collectives']}"]
+             f"peaks from {mach.sources['peak']}; collectives from {mach.sources['collectives']}",
+             "assumptions{}: framework allowance {:.2f} GiB + {:.0%} of tensors (memory.other_bytes), "
+             "data-parallel comm {:.0%} hidden behind backward, CPU Adam {:.3g} params/s".format(
+                 " (calibration profile)" if "assumptions" in mach.sources else "",
+                 a["framework_context_bytes"] / 2**30, a["fragmentation_fraction"], a["overlap_fraction"],
+                 a["cpu_adam_params_per_s"])]
     if mach.ceilings is None:
         notes.append("no time estimate: this device's peaks are unknown (run `llmdissect peak` to measure them)")
     return notes

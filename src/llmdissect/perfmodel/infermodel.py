@@ -14,7 +14,6 @@ from llmdissect.perfmodel.calibrate import Machine
 from llmdissect.perfmodel.layertime import head_forward_time_s, layer_forward_time_s
 from llmdissect.perfmodel.roofline import attention_time_s, gemm_time_s
 from llmdissect.perfmodel.trainmodel import framework_bytes
-from llmdissect.perfmodel.defaults import FRAGMENTATION_FRACTION_GPU, FRAMEWORK_CONTEXT_BYTES_GPU
 from llmdissect.specs.models import ModelSpec
 
 
@@ -24,13 +23,13 @@ def infer_memory(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, w
     kv = kvcache.kv_cache_bytes(m, b, kvcache.generate_positions(n_in, n_out), e, tp)
     activations = kvcache.prefill_working_bytes(m, b, n_in, e, eager, tp)
     tensors = weights + kv + activations
-    is_gpu = mach.platform.device.kind == "gpu"
-    other = framework_bytes(is_gpu, tensors)
+    other = framework_bytes(mach, tensors)
     # the largest batch whose cache and working set fit beside the weights
     per_seq = (kvcache.kv_cache_bytes(m, 1, kvcache.generate_positions(n_in, n_out), e, tp)
                + kvcache.prefill_working_bytes(m, 1, n_in, e, eager, tp))
-    usable = mach.platform.device.memory_bytes / (1 + is_gpu * FRAGMENTATION_FRACTION_GPU) \
-        - is_gpu * FRAMEWORK_CONTEXT_BYTES_GPU - weights
+    a = mach.assumptions
+    usable = (mach.platform.device.memory_bytes - a["framework_context_bytes"]) / (1 + a["fragmentation_fraction"]) \
+        - weights
     max_batch = (usable > 0) * usable // per_seq
     return {"params_bytes": weights, "grads_bytes": 0 * weights, "optimizer_bytes": 0 * weights,
             "activations_bytes": activations, "kv_cache_bytes": kv, "other_bytes": other,

@@ -16,18 +16,17 @@ from llmdissect.perfmodel import activations as act
 from llmdissect.perfmodel import comm, states
 from llmdissect.perfmodel import flops as fl
 from llmdissect.perfmodel.calibrate import Machine
-from llmdissect.perfmodel.defaults import (CPU_ADAM_PARAMS_PER_S, DEFAULT_OVERLAP_FRACTION,
-                                           FRAGMENTATION_FRACTION_GPU, FRAMEWORK_CONTEXT_BYTES_GPU)
 from llmdissect.perfmodel.layertime import head_forward_time_s, layer_attention_time_s, layer_forward_time_s
 from llmdissect.perfmodel.roofline import memory_time_s
 from llmdissect.perfmodel.stepmemory import optimizer_step_transient_bytes, training_step_peak_bytes
 from llmdissect.specs.models import ModelSpec
 
 
-def framework_bytes(is_gpu: bool, tensors_bytes):
+def framework_bytes(mach: Machine, tensors_bytes):
     """The named allowance for the framework: CUDA context plus allocator fragmentation on a
-    GPU (defaults.FRAMEWORK_CONTEXT_BYTES_GPU, FRAGMENTATION_FRACTION_GPU); none on a CPU."""
-    return (FRAMEWORK_CONTEXT_BYTES_GPU + FRAGMENTATION_FRACTION_GPU * tensors_bytes) if is_gpu else 0 * tensors_bytes
+    GPU, none on a CPU (`mach.assumptions`: defaults.assumptions_for, overridable)."""
+    a = mach.assumptions
+    return a["framework_context_bytes"] + a["fragmentation_fraction"] * tensors_bytes
 
 
 def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
@@ -49,7 +48,7 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     step_peak = training_step_peak_bytes(m, b, s, e, eager, rc, e, tp, persistent, grad_fraction,
                                          optimizer_transient=opt_tmp) + lora * g
     tensors = params + o + step_peak
-    other = framework_bytes(is_gpu, tensors)
+    other = framework_bytes(mach, tensors)
     host = states.host_bytes_per_device(psi, e, zero, dp, off, optimizer)
     return {"params_bytes": params, "grads_bytes": g, "optimizer_bytes": o, "activations_bytes": activations,
             "step_peak_bytes": step_peak, "other_bytes": other, "total_bytes": tensors + other,
@@ -57,8 +56,7 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
 
 
 def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
-               optimizer, lora, lora_params, frozen_weight_bytes, layer_weight_bytes,
-               overlap=DEFAULT_OVERLAP_FRACTION):
+               optimizer, lora, lora_params, frozen_weight_bytes, layer_weight_bytes):
     """Per-step times (s), throughput and MFU; needs `mach.ceilings`. `layer_weight_bytes`
     is one decoder layer's weights as stored (quantized under QLoRA)."""
     c, net = mach.ceilings, mach.network
@@ -80,13 +78,13 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     psi_shard = (lora * lora_params + (1 - lora) * m.params) / shard_div(tp, pp)
     frozen_shard = lora * frozen_weight_bytes / shard_div(tp, pp)
     dp_comm = comm.data_parallel_comm_s(net, zero, psi_shard * e, psi_shard * e + frozen_shard, dp, ga)
-    exposed = comm.exposed_s(dp_comm, ga * bwd, overlap)
+    exposed = comm.exposed_s(dp_comm, ga * bwd, mach.assumptions["overlap_fraction"])
     psi_local = psi_shard / (1 + (zero >= 1) * (dp - 1))
     opt_state = states.optimizer_bytes_per_param(e, optimizer)
     on_device = memory_time_s(c, psi_local * (3 * e + 2 * opt_state))
     host = mach.host_link
     host_bw = (host.bandwidth_bytes_per_s * host.efficiency) if host is not None else c.bytes_per_s()
-    cpu_adam = psi_shard * shard_div(tp, pp) / CPU_ADAM_PARAMS_PER_S + psi_local * 2 * e / host_bw
+    cpu_adam = psi_shard * shard_div(tp, pp) / mach.assumptions["cpu_adam_params_per_s"] + psi_local * 2 * e / host_bw
     param_fetch = (off >= 2) * ga * 2 * psi_local * e / host_bw
     optimizer_s = (off < 1) * on_device + (off >= 1) * cpu_adam
     step = compute + exposed + optimizer_s + param_fetch

@@ -112,7 +112,7 @@ def stacked(name: str, title: str, labels: Sequence[str], parts: dict[str, Seque
     import numpy as np
 
     labels = [_wrap(l, 34) for l in labels]
-    fig, ax = _figure(name, width=7.5, height=1.5 + 0.45 * len(labels))
+    fig, ax = _figure(name, width=7.5, height=max(1.5 + 0.45 * len(labels), 0.8 + 0.2 * len(parts)))
     y = np.arange(len(labels))
     left = np.zeros(len(labels))
     for i, (pname, values) in enumerate(parts.items()):

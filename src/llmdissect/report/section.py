@@ -32,7 +32,9 @@ def cell(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-3):
+        if 1e3 <= abs(value) < 1e7:
+            return f"{value:.0f}"
+        if value != 0 and (abs(value) >= 1e7 or abs(value) < 1e-3):
             return f"{value:.3g}"
         return f"{value:.4g}"
     return str(value)

@@ -48,3 +48,22 @@ def test_kv_cache_after_generate_holds_input_plus_output_minus_one():
     real = sum(layer.keys.numel() * layer.keys.element_size() + layer.values.numel() * layer.values.element_size()
                for layer in cache.layers)
     assert real == kvcache.kv_cache_bytes(spec, 2, kvcache.generate_positions(20, 9), 4)
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_inference_memory_matches_a_real_generate(attn):
+    """Weights + KV cache + the prefill working set vs the peak of live tensors of generate."""
+    from llmdissect.measure.memory import live_tensor_tracker
+    from llmdissect.perfmodel.weights import model_weight_bytes
+
+    spec = get_model("tiny-llama")
+    model = build_model(spec, attn=attn).eval()
+    ids = torch.randint(3, spec.vocab_size, (4, 96), generator=torch.Generator().manual_seed(0))
+    tracker = live_tensor_tracker()
+    with torch.inference_mode(), tracker:
+        model.generate(ids, max_new_tokens=8, min_new_tokens=8, do_sample=False, pad_token_id=0)
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert weights == model_weight_bytes(spec, "none", 4)
+    predicted = (weights + kvcache.kv_cache_bytes(spec, 4, kvcache.generate_positions(96, 8), 4)
+                 + kvcache.prefill_working_bytes(spec, 4, 96, 4, int(attn == "eager")))
+    assert predicted == pytest.approx(weights + tracker.peak_bytes, rel=0.05)

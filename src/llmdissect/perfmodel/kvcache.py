@@ -27,12 +27,23 @@ def generate_positions(input_len, output_len):
 
 
 def prefill_working_bytes(m: ModelSpec, batch, seq, e, eager, tp=1):
-    """The largest set of activations alive at once in a no-grad prefill of one layer: the
-    residual and normed input (2 b s h), q/k/v (b s (d_q + 2 d_kv)), eager scores in fp32
-    (b a s^2), and the MLP's gate, up and product (3 b s f); plus the last position's fp32
-    logits (b V), the only ones generate computes."""
-    attention = batch * seq * (m.q_dim + 2 * m.kv_dim) * e / tp + eager * batch * m.num_heads * seq * seq * 4 / tp
+    """The activations alive at once in a no-grad prefill, at its peak (the MLP of a layer),
+    as transformers' Llama holds them (checked against a real generate):
+
+    - the residual stream, 4 b s h e: the embedding output (the model's forward keeps its
+      local), the layer's input (its caller's loop variable), the mid-layer residual and the
+      normalized input;
+    - the larger of the attention inputs b s (d_q + 2 d_kv) e and the MLP's gate, up and
+      product, 3 b s f e (each / tp);
+    - eager attention: the layer keeps the returned fp32 attention weights b a s^2 until it
+      returns, and the additive mask b s^2 e lives for the whole forward;
+    - RoPE tables per sequence, 2 b s head_dim e; the last position's fp32 logits b V, the
+      only ones generate computes.
+    """
+    residual = 4 * batch * seq * m.hidden_size * e
+    attention = batch * seq * (m.q_dim + 2 * m.kv_dim) * e / tp
     mlp = 3 * batch * seq * m.intermediate_size * e / tp
-    residual = 2 * batch * seq * m.hidden_size * e
     larger = attention + (mlp - attention) * (mlp > attention)
-    return residual + larger + batch * m.vocab_size * 4
+    eager_kept = eager * (batch * m.num_heads * seq * seq * 4 / tp + batch * seq * seq * e)
+    rope = 2 * batch * seq * m.head_dim * e
+    return residual + larger + eager_kept + rope + batch * m.vocab_size * 4

@@ -12,6 +12,8 @@ One JSON file per machine (`paths.calibration_path()`), written by `peak`, `cali
       "efficiency": {"<operator class>": fraction of peak, ...},
       "collectives": {"<backend>": {"<op>": {"alpha_s": ..., "beta_s_per_byte": ...,
                                                "nproc": ..., "fit_error": ...}}},
+      "perfmodel": {"framework_context_bytes": ..., "fragmentation_fraction": ...,
+                    "overlap_fraction": ..., "cpu_adam_params_per_s": ...},  (optional, by hand)
       "updated_at": ...
     }
 

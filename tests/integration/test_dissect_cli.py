@@ -49,6 +49,9 @@ def test_dissect_infer_prefill_and_decode(db_path):
     assert m["phases_s"]["prefill"] > 0 and m["phases_s"]["decode"] > 0
     assert sum(m["modules_share"].values()) == pytest.approx(1, abs=1e-9)
     assert m["modules_s"]["loss"] == 0 and m["modules_s"]["optimizer"] == 0
+    for step in m["per_step"]:
+        assert step["attributed_s"] == pytest.approx(step["step_s"], rel=0.02)  # nothing counted twice
+    assert m["modules_s"]["MLP"] > 0 and m["modules_s"]["attention core"] > 0
 
 
 @pytest.mark.parametrize("args,fragment", [

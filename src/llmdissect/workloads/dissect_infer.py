@@ -21,7 +21,8 @@ def _phase_hooks(model: Any, state: dict[str, Any]) -> list[Any]:
     def post(mod, args, kwargs, out):
         state.pop("range").__exit__(None, None, None)
 
-    return [model.register_forward_pre_hook(pre, with_kwargs=True),
+    # registered after the module ranges: the phase opens first and closes last (it encloses the root's range)
+    return [model.register_forward_pre_hook(pre, with_kwargs=True, prepend=True),
             model.register_forward_hook(post, with_kwargs=True)]
 
 

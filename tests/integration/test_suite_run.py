@@ -144,3 +144,24 @@ def test_plan_json_is_one_plan_record(tmp_path, db_path):
     assert points[0]["prediction"]["fits"] is True and points[0]["prediction"]["memory_bytes"] > 0
     assert points[1]["prediction"]["memory_bytes"] > points[0]["prediction"]["memory_bytes"]  # batch 2 > 1
     assert not db_path.exists()  # a plan runs and stores nothing
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_running_point_and_leaves_no_orphan(tmp_path, db_path):
+    import psutil
+
+    suite = tmp_path / "term.yaml"
+    suite.write_text("suite: term\nentries:\n  - kind: pretrain\n    model: debug-llama\n    seq: 32\n    steps: 50\n")
+    proc = subprocess.Popen([sys.executable, "-m", "llmdissect", "run", str(suite), "--db", str(db_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline, children = time.monotonic() + 120, []
+    while time.monotonic() < deadline and not children and proc.poll() is None:
+        children = psutil.Process(proc.pid).children(recursive=True)
+        time.sleep(0.2)
+    assert children, "the point's child never started"
+    proc.send_signal(signal.SIGTERM)  # what scancel or a batch system's time limit sends
+    assert proc.wait(timeout=60) == 143
+    assert "--resume" in proc.stderr.read()
+    gone, alive = psutil.wait_procs(children, timeout=10)
+    assert not alive, [p.pid for p in alive]
+    assert stored(db_path, "term") == []  # the stopped point is not recorded: --resume runs it

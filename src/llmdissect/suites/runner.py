@@ -108,6 +108,7 @@ def execute(plan: Plan, opts: RunOptions, store_path: Path, on_record=None) -> l
     from llmdissect.cli.output import err_console
     from llmdissect.results.store import open_store
 
+    _terminate_on_sigterm()
     todo = plan.todo()
     done_before = len(plan.items) - len(todo)
     new: list[RunRecord] = []
@@ -121,7 +122,13 @@ def execute(plan: Plan, opts: RunOptions, store_path: Path, on_record=None) -> l
         for planned in todo:
             progress.update(task, description=f"{plan.suite.name}: {planned.point.kind} {planned.key[:8]}")
             t0 = time.perf_counter()
-            record = run_planned(planned, timeout_s=opts.timeout_s, max_memory=opts.max_memory, force=opts.force)
+            try:
+                record = run_planned(planned, timeout_s=opts.timeout_s, max_memory=opts.max_memory,
+                                     force=opts.force)
+            except (KeyboardInterrupt, SystemExit):
+                progress.console.print(f"stopped during point {planned.key[:8]} (not recorded); {len(new)} point(s) "
+                                       f"recorded in this run; `--resume` runs the rest", markup=False)
+                raise
             if not should_store(record, planned, opts.node_rank):
                 progress.update(task, advance=1)
                 continue
@@ -135,6 +142,25 @@ def execute(plan: Plan, opts: RunOptions, store_path: Path, on_record=None) -> l
             if on_record:
                 on_record(record)
     return new
+
+
+def _terminate_on_sigterm() -> None:
+    """SIGTERM (scancel, a batch system's time limit, `kill`) unwinds like Ctrl-C, so the
+    launcher kills the running point's processes instead of leaving them orphaned; the
+    point has no record and `--resume` runs it again."""
+    import signal
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    if threading_main():
+        signal.signal(signal.SIGTERM, stop)
+
+
+def threading_main() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 def plan_record(plan: Plan, results: dict[str, RunRecord] | None = None) -> RunRecord:

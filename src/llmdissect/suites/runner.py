@@ -114,8 +114,8 @@ def execute(plan: Plan, opts: RunOptions, store_path: Path, on_record=None) -> l
     new: list[RunRecord] = []
     failed = sum(1 for r in plan.recorded.values() if r.status in FAILED)
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("points, {task.fields[failed]} failed"), TimeElapsedColumn(), TextColumn("left"),
-               TimeRemainingColumn())
+               TextColumn("points, {task.fields[failed]} failed, elapsed"), TimeElapsedColumn(),
+               TextColumn("left"), TimeRemainingColumn())
     with open_store(store_path) as store, Progress(*columns, console=err_console) as progress:
         task = progress.add_task(f"suite {plan.suite.name}", total=len(plan.items), completed=done_before,
                                  failed=failed)

@@ -39,12 +39,15 @@ class BareLoop:
     """The same model, prompt and generate settings, timed by hand in this process."""
 
     def __init__(self, args: argparse.Namespace):
+        threads = args.threads or len(os.sched_getaffinity(0))
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # as the launcher sets them for its child
+            os.environ[var] = str(threads)
         import torch
 
         from llmdissect.modeling import build_model
         from llmdissect.specs import get_model
 
-        torch.set_num_threads(args.threads or len(os.sched_getaffinity(0)))
+        torch.set_num_threads(threads)
         spec = get_model(args.model)
         self.torch, self.args = torch, args
         self.model = build_model(spec, dtype="fp32", attn="sdpa", seed=0).eval()

@@ -83,3 +83,12 @@ def test_measured_ceilings_give_fractions(tmp_path, monkeypatch):
     assert hw["decode_bandwidth_fraction"] == pytest.approx(hw["decode_bandwidth_bytes_per_s"] / 1e10)
     assert hw["prefill_peak_fraction"] == pytest.approx(hw["prefill_flops_per_s"] / 5e10)
     assert m["first_call_s"] is None  # no warm-up: nothing to report apart
+
+
+def test_a_local_model_folder_is_loaded_with_its_weights(tmp_path):
+    from llmdissect.modeling import write_model_folder
+
+    folder = write_model_folder(get_model("debug-llama"), tmp_path / "debug-llama", seed=3)
+    m = run(_config(model=str(folder), repeats=1))["metrics"]
+    assert m["weights_source"].startswith("local folder") and m["decode_tokens_per_s"]["median"] > 0
+    assert m["kv_cache_bytes"] == kv_cache_bytes_formula(get_model("debug-llama"), BATCH, INPUT_LEN + OUTPUT_LEN - 1, 4)

@@ -109,7 +109,8 @@ def test_skip_reasons_on_cpu():
     assert skip_reason(p) is None
     assert "CUDA" in skip_reason({**p, "attn": "flash"})
     assert "CUDA" in skip_reason({**p, "quant": "int4-weight"})
-    assert "CUDA" in skip_reason({**p, "quant": "nf4", "dtype": "fp16"})
+    assert skip_reason({**p, "quant": "nf4", "dtype": "fp16"}) is None  # bitsandbytes >= 0.45 runs it on CPU
+    assert "CUDA" in skip_reason({**p, "quant": "int4-weight", "dtype": "bf16"})
     assert skip_reason({**p, "quant": "nf4"}) is None and skip_reason({**p, "quant": "int8-dynamic"}) is None
 
 

@@ -11,6 +11,8 @@
 | nf4            | bitsandbytes | NF4 blocks     | compute dtype   | CPU, CUDA          |
 | int8-bnb       | bitsandbytes | LLM.int8 rows  | compute dtype   | CPU, CUDA          |
 
+Every method but int4-weight also ran here on a CPU with fp32, bf16 and fp16 compute
+(torchao 0.18, bitsandbytes 0.50), so int4-weight is the only CUDA-only path.
 Every linear layer of the decoder is quantized; the output head (`lm_head`) and the
 embedding stay in the compute dtype, as transformers does for bitsandbytes by default.
 """
@@ -41,8 +43,6 @@ def unsupported_reason(quant: str, device: str, dtype: str) -> str | None:
                     "int8-dynamic or nf4")
         if dtype != "bf16":
             return f"int4-weight needs --dtype bf16 on CUDA (its int4 kernel takes bf16 activations), not {dtype}"
-    if quant in ("nf4", "int8-bnb") and not cuda and dtype == "fp16":
-        return f"{quant} with fp16 compute is a CUDA path of bitsandbytes; on CPU use --dtype fp32 or bf16"
     return None
 
 

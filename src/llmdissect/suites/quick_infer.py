@@ -1,16 +1,17 @@
 """Quick-suite step: a small offline-inference grid of tiny-llama (issue #6).
 
-Batch 1 and 4 x prompt 32 and 128 tokens in fp32, plus one quantized variant (int8
-weight-only, batch 1, prompt 128); 16 output tokens each, one warm-up and two timed calls.
-Each point runs in its own child process like `bench infer`; about a minute on 2 cores.
+fp32 at (batch 1, prompt 32), (batch 1, prompt 128) and (batch 4, prompt 128), plus one
+quantized variant (int8 weight-only, batch 1, prompt 128); 16 output tokens each, one
+warm-up and two timed calls. Each point runs in its own child process like `bench infer`
+(a fresh import of transformers costs most of each point's ~10 s on 2 quiet cores).
 """
 from __future__ import annotations
 
 from llmdissect.suites.quick import QuickContext, QuickStep
 
 MODEL = "tiny-llama"
-BATCHES = [1, 4]
-INPUT_LENS = [32, 128]
+FP32_POINTS = [(1, 32), (1, 128), (4, 128)]
+"""(batch, input_len) of the unquantized points: two batch sizes, two prompt lengths."""
 OUTPUT_LEN = 16
 QUANT_POINT = {"quant": "int8-weight", "batch": 1, "input_len": 128}
 TIMEOUT_S = 300.0
@@ -21,7 +22,7 @@ def quick_points() -> list[dict]:
 
     common = dict(model=MODEL, output_len=[OUTPUT_LEN], dtype="fp32", attn="sdpa", cache=["dynamic"],
                   compile=False, warmup=1, repeats=2)
-    points = expand_grid(batch=BATCHES, input_len=INPUT_LENS, quant=["none"], **common)
+    points = [p for b, i in FP32_POINTS for p in expand_grid(batch=[b], input_len=[i], quant=["none"], **common)]
     points += expand_grid(batch=[QUANT_POINT["batch"]], input_len=[QUANT_POINT["input_len"]],
                           quant=[QUANT_POINT["quant"]], **common)
     return points

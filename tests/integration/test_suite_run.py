@@ -156,7 +156,11 @@ def test_sigterm_stops_the_running_point_and_leaves_no_orphan(tmp_path, db_path)
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline, children = time.monotonic() + 120, []
     while time.monotonic() < deadline and not children and proc.poll() is None:
-        children = psutil.Process(proc.pid).children(recursive=True)
+        try:  # the point's worker (not e.g. the nvidia-smi probe of the planning)
+            children = [p for p in psutil.Process(proc.pid).children(recursive=True)
+                        if "llmdissect.launch.worker" in " ".join(p.cmdline())]
+        except psutil.Error:
+            children = []
         time.sleep(0.2)
     assert children, "the point's child never started"
     proc.send_signal(signal.SIGTERM)  # what scancel or a batch system's time limit sends

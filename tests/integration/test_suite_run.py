@@ -169,3 +169,10 @@ def test_sigterm_stops_the_running_point_and_leaves_no_orphan(tmp_path, db_path)
     gone, alive = psutil.wait_procs(children, timeout=10)
     assert not alive, [p.pid for p in alive]
     assert stored(db_path, "term") == []  # the stopped point is not recorded: --resume runs it
+
+
+def test_quick_keeps_its_steps_and_validate_is_last():
+    doc = json.loads(run_cli("run", "quick", "--plan", "--json", check=True).stdout)
+    names = [s["name"] for s in doc["metrics"]["steps"]]
+    assert doc["kind"] == "plan" and names[-1] == "validate" and "pretrain-single" in names
+    assert_user_error(run_cli("run", "quick", "--resume"), "suite files")

@@ -38,8 +38,11 @@ def run_suite(
     from llmdissect.errors import UserError
 
     if suite == "quick":
-        if plan or resume or force or point or json_out or executor != "local":
-            raise UserError("the quick suite takes only --db and --only; --plan, --resume, --force, --json and "
+        if plan:
+            _quick_plan(json_out)
+            return
+        if resume or force or point or json_out or executor != "local":
+            raise UserError("the quick suite takes only --db, --only and --plan; --resume, --force, --json and "
                             "--executor apply to suite files")
         from llmdissect.suites.quick import run_quick
 
@@ -85,6 +88,23 @@ def run_suite(
 
         show_outcome(the_plan, new, db_path)
     raise typer.Exit(exit_code(the_plan, new))
+
+
+def _quick_plan(json_out: bool) -> None:
+    """The quick suite's steps (it is a list of steps, not of grid points)."""
+    from llmdissect.cli.output import console, print_json, table
+    from llmdissect.results.schema import RunRecord
+    from llmdissect.suites.quick import quick_steps
+
+    steps = quick_steps()
+    if json_out:
+        rec = RunRecord(kind="plan", source="estimated", suite="quick", config={"suite": "quick"},
+                        metrics={"steps": [{"name": s.name, "description": s.description} for s in steps],
+                                 "total": len(steps)})
+        print_json(rec.finish("ok").to_dict())
+        return
+    console.print(table(f"Suite quick: {len(steps)} steps", ["#", "step", "what"],
+                        [(i + 1, s.name, s.description) for i, s in enumerate(steps)], justify_numbers=False))
 
 
 def _print_plan(the_plan, json_out: bool, force: bool) -> None:

@@ -122,6 +122,11 @@ def serve_local(
     from llmdissect.specs.hardware import usable_cores
     from llmdissect.workloads.serve.local_server import start_server
 
+    import signal
+    import sys
+
+    # `kill PID` must stop the server too (it runs in its own process group): SIGTERM -> SystemExit
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     threads = threads or max(1, usable_cores() - 1)
     note(f"starting transformers serve for {model} ({threads} thread(s))...")
     server = start_server(model, port=port, threads=threads, seed=seed, continuous_batching=continuous_batching)

@@ -68,6 +68,12 @@ def test_failed_oom_timeout_are_recorded_and_the_suite_goes_on(tmp_path, db_path
     assert pair["estimate"] == "computed" and pair["predicted"] > 0
     assert v["summary"][0]["mape"] == pytest.approx(abs(pair["error"]))
 
+    # resuming runs nothing; with --retry-failed the three failed points are run again
+    for extra, to_run in (([], set()), (["--retry-failed"], {"oom", "timeout", "failed"})):
+        plan = json.loads(run_cli("run", str(suite), "--db", str(db_path), "--plan", "--resume", *extra, "--json",
+                                  check=True).stdout)
+        assert {p["name"] for p in plan["metrics"]["points"] if p["action"] == "run"} == to_run
+
 
 @pytest.mark.slow
 def test_sigkill_mid_suite_then_resume_runs_each_point_exactly_once(tmp_path, db_path):

@@ -16,6 +16,8 @@ def run_suite(
     only: str = typer.Option("", help="quick: comma-separated step names to run (default: all)."),
     plan: bool = typer.Option(False, "--plan", help="Print the plan (points, predictions, actions) and exit."),
     resume: bool = typer.Option(False, "--resume", help="Run only the points not yet recorded in the store."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="With --resume: also run again the points "
+                                                                    "that failed, ran out of memory or timed out."),
     force: bool = typer.Option(False, "--force", help="Run points the estimator says cannot fit."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds per point (an entry's own wins) "
                                                                     "[1800]; past it the point is a timeout."),
@@ -41,7 +43,7 @@ def run_suite(
         if plan:
             _quick_plan(json_out)
             return
-        if resume or force or point or json_out or executor != "local":
+        if resume or retry_failed or force or point or json_out or executor != "local":
             raise UserError("the quick suite takes only --db, --only and --plan; --resume, --force, --json and "
                             "--executor apply to suite files")
         from llmdissect.suites.quick import run_quick
@@ -60,7 +62,10 @@ def run_suite(
         parse_bytes(max_memory, "--max-memory")
     from llmdissect.suites.runner import RunOptions, execute, exit_code, make_plan, plan_record
 
-    opts = RunOptions(db=db, resume=resume or executor == "slurm", force=force, timeout_s=timeout,
+    if retry_failed and not resume:
+        raise UserError("--retry-failed goes with --resume")
+    opts = RunOptions(db=db, resume=resume or executor == "slurm", retry_failed=retry_failed, force=force,
+                      timeout_s=timeout,
                       max_memory=max_memory, point=point, rdzv_endpoint=rdzv_endpoint, node_rank=node_rank)
     the_plan = make_plan(suite, opts)
     if plan:

@@ -24,6 +24,8 @@ FAILED = ("failed", "oom", "timeout")
 class RunOptions:
     db: Path | None = None
     resume: bool = False
+    retry_failed: bool = False
+    """With resume: run again the points whose latest record is failed, oom or timeout."""
     force: bool = False
     timeout_s: float | None = None
     max_memory: str | None = None
@@ -76,6 +78,8 @@ def make_plan(name_or_path: str, opts: RunOptions) -> Plan:
             elif not p.skip:
                 p.skip = f"runs on {p.work.nnodes} nodes: use --executor slurm (one job across the nodes)"
     recorded = recorded_points(opts.db, suite.name) if opts.resume else {}
+    if opts.retry_failed:
+        recorded = {k: r for k, r in recorded.items() if r.status not in FAILED}
     if opts.force:  # points skipped as too big earlier are run now
         recorded = {k: r for k, r in recorded.items() if r.status != "skipped"}
     return Plan(suite, items, recorded)

@@ -40,10 +40,10 @@ def check_trains(record: dict, zero: int) -> dict:
 @needs_deepspeed
 @pytest.mark.parametrize("zero, args", [
     (1, ["--grad-accum", "2"]),
-    (2, []),
+    (2, ["--dtype", "bf16", "--seq", "32"]),
     (2, ["--offload", "optimizer"]),
     (3, ["--offload", "params"]),
-], ids=["zero1-accum2", "zero2", "zero2-offload-optimizer", "zero3-offload-params"])
+], ids=["zero1-accum2", "zero2-bf16", "zero2-offload-optimizer", "zero3-offload-params"])
 def test_deepspeed_zero_stages_train(db_path, tmp_path, zero, args):
     if zero == 1:  # a user's config, merged with what the options require
         user = tmp_path / "ds.json"
@@ -67,6 +67,7 @@ def test_deepspeed_zero_stages_train(db_path, tmp_path, zero, args):
         assert record["env"]["torch_extensions_dir"]
     else:
         assert offload is None and ds["optimizer"]["params"]["torch_adam"] is True
+    assert ds["bf16"]["enabled"] is ("bf16" in args) and ds["fp16"]["enabled"] is False
     if "params" in args:
         assert ds["zero_optimization"]["offload_param"] == {"device": "cpu", "pin_memory": False}
 

@@ -79,7 +79,8 @@ ENGINE = typer.Option(None, "--engine", help="single | ddp | fsdp | deepspeed (d
 DSCONF = typer.Option(None, "--ds-config", help="DeepSpeed JSON config merged with what the options require "
                       "(--engine deepspeed).")
 TP = typer.Option(1, "--tp", help="Tensor-parallel size (DTensor, Megatron-style); --nproc = tp x dp.")
-ZERO = typer.Option(0, "--zero", help="0 DDP, 1 DDP+ZeroRedundancyOptimizer, 2/3 FSDP2 (no/with reshard after forward).")
+ZERO = typer.Option(0, "--zero", help="0 DDP, 1 DDP+ZeroRedundancyOptimizer, 2/3 FSDP2 (no/with reshard after "
+                    "forward); with --engine deepspeed, DeepSpeed's ZeRO stage.")
 OFFLOAD = typer.Option("none", "--offload", help="none | params (FSDP2 CPUOffloadPolicy; deepspeed ZeRO-3) | "
                        "optimizer (deepspeed).")
 RECOMPUTE = typer.Option("none", "--recompute", help="none | selective (attention blocks) | full (every layer).")

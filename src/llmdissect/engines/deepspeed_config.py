@@ -7,7 +7,8 @@ What our options pin (a user's file may repeat these values but not contradict t
 
 | key | from |
 | --- | --- |
-| train_micro_batch_size_per_gpu, gradient_accumulation_steps, train_batch_size | --micro-batch, --grad-accum, data-parallel size |
+| train_micro_batch_size_per_gpu, gradient_accumulation_steps | --micro-batch, --grad-accum |
+| train_batch_size | micro-batch x grad-accum x data-parallel size |
 | zero_optimization.stage | --zero |
 | zero_optimization.offload_optimizer.device / offload_param.device | --offload optimizer / params |
 | bf16.enabled, fp16.enabled | --dtype |

@@ -89,9 +89,8 @@ def test_fsdp_and_deepspeed_zero3_side_by_side(db_path):
     assert ds["id"][:8] in table and fsdp["id"][:8] in table
 
 
+@needs_deepspeed  # without it the missing-package check answers first
 def test_deepspeed_config_contradictions_exit_2(db_path, tmp_path):
-    if importlib.util.find_spec("deepspeed") is None:
-        pytest.skip("deepspeed is not installed: the missing-package check comes first")
     base = ["bench", "pretrain", *TINY, "--nproc", "2", "--engine", "deepspeed", "--db", str(db_path)]
 
     def with_file(text: str, *args: str):

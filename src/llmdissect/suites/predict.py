@@ -40,12 +40,21 @@ def local_hardware(config: dict[str, Any]) -> str | None:
     hw = config.get("hardware") or config.get("device")
     if hw == "cpu":
         return "cpu"
+    if hw == "cuda":  # training records say only `cuda`: the GPU of this machine, by its name
+        from llmdissect.measure.env import nvidia_smi
+        from llmdissect.specs.hardware import match_gpu
+
+        gpus = nvidia_smi()
+        spec = match_gpu(gpus[0]["name"]) if gpus else None
+        return spec.name if spec is not None else None
     from llmdissect.specs import get_hardware
+    from llmdissect.specs.hardware import match_gpu
 
     try:
         return get_hardware(str(hw)).name
-    except UserError:
-        return None
+    except UserError:  # a driver's name, as inference records carry it
+        spec = match_gpu(str(hw))
+        return spec.name if spec is not None else None
 
 
 def estimate_options(kind: str, config: dict[str, Any]) -> tuple[str, dict[str, Any]]:

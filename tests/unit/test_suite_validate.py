@@ -1,0 +1,58 @@
+"""Validation: which estimate a measured record is paired with, and the error arithmetic."""
+from __future__ import annotations
+
+import pytest
+
+from llmdissect.analysis.validate import validate_records
+from llmdissect.results.schema import RunRecord
+from llmdissect.suites.predict import estimate_measured, estimate_options, local_hardware
+
+TRAIN = {"model": "debug-llama", "hardware": "cpu", "engine": "single", "nproc": 1, "nnodes": 1, "zero": 0,
+         "offload": "none", "recompute": "none", "attn": "sdpa", "dtype": "fp32", "optimizer": "adamw",
+         "micro_batch": 2, "seq": 32, "grad_accum": 1, "tp": 1, "pp": 1, "method": "full", "quant": "none"}
+
+
+def measured(metrics: dict, **config) -> RunRecord:
+    return RunRecord(kind="pretrain", config={**TRAIN, **config}, metrics=metrics).finish("ok")
+
+
+def test_hardware_names_map_to_specs():
+    assert local_hardware({"hardware": "cpu"}) == "cpu"
+    assert local_hardware({"hardware": "NVIDIA A800-SXM4-80GB"}) == "A800-80G-SXM"
+    assert local_hardware({"hardware": "NVIDIA GeForce RTX 4090"}) == "RTX-4090"
+    assert local_hardware({"hardware": "a toaster"}) is None
+
+
+def test_measured_config_becomes_the_same_estimate():
+    kind, opts = estimate_options("finetune", {**TRAIN, "nproc": 2, "method": "qlora", "lora_rank": 4,
+                                               "quant": "nf4", "lora_targets": "q_proj,v_proj"})
+    assert kind == "finetune" and opts["gpus"] == 2 and opts["lora_rank"] == 4 and opts["quant"] == "nf4"
+    est = estimate_measured("pretrain", TRAIN)
+    for key in ("model", "engine", "zero", "micro_batch", "seq", "method", "quant"):
+        assert est.config[key] == TRAIN[key], key
+
+
+def test_errors_against_a_computed_estimate_and_a_stored_one():
+    record = measured({"peak_memory_bytes": 1e6, "tokens_per_s": 100.0,
+                       "step_time_s": {"median": 0.5, "n": 3}})
+    v = validate_records([record], [])
+    assert len(v.computed) == 1
+    predicted = v.computed[0].metrics["memory"]["total_bytes"]
+    pair = next(p for p in v.pairs if p.metric == "peak_memory_bytes")
+    assert pair.estimate == "computed" and pair.error == pytest.approx((predicted - 1e6) / 1e6)
+    summary = {s["metric"]: s for s in v.summary()}
+    assert summary["peak_memory_bytes"]["mape"] == pytest.approx(abs(pair.error))
+
+    stored = v.computed[0]
+    stored.metrics = {**stored.metrics, "memory": {**stored.metrics["memory"], "total_bytes": 1.5e6}}
+    other = estimate_measured("pretrain", {**TRAIN, "seq": 64}).to_record()  # another config: not used
+    v2 = validate_records([record], [stored, other])
+    pair2 = next(p for p in v2.pairs if p.metric == "peak_memory_bytes")
+    assert pair2.estimate == stored.id and pair2.error == pytest.approx(0.5) and not v2.computed
+
+
+def test_records_without_a_model_are_listed_not_paired():
+    serve = RunRecord(kind="serve", config={"model": "tiny-llama"}, metrics={"ttft_s": {"median": 0.1}}).finish("ok")
+    failed = measured({}).finish("failed", "boom")
+    v = validate_records([serve, failed], [])
+    assert v.pairs == [] and [(k, "no model" in r) for _, k, r in v.unpaired] == [("serve", True)]

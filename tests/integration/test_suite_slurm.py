@@ -44,6 +44,14 @@ def shim(folder: Path, name: str, body: str) -> None:
     p.chmod(0o755)
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def records(db: Path) -> list[dict]:
     con = sqlite3.connect(db)
     try:
@@ -79,6 +87,7 @@ def test_slurm_scripts_generated_submitted_and_run(tmp_path, db_path):
     two = scripts[f"point-{keys['two-nodes']}.sbatch"]
     assert "srun --nodes=2 --ntasks-per-node=1" in two and "scontrol show hostnames" in two
     assert '--rdzv-endpoint "$LLMDISSECT_RDZV_ENDPOINT" --node-rank "$SLURM_NODEID"' in two
+    assert "SLURM_JOB_ID" in two  # one rendezvous port per job
     assert "#SBATCH --time=14" in two  # its 240 s timeout + 10 minutes of slack
     assert not db_path.exists() or records(db_path) == []  # dispatch itself runs nothing
 
@@ -87,7 +96,8 @@ def test_slurm_scripts_generated_submitted_and_run(tmp_path, db_path):
     shim(bin_dir, "scontrol", "echo 127.0.0.1\necho 127.0.0.2\n")
     shim(bin_dir, "srun", 'for i in $(seq 0 $((${SLURM_NNODES:-2} - 1))); do SLURM_NODEID=$i "${@: -3}" & done\n'
                           "wait\n")
-    job_env = {**os.environ, **env, "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NNODES": "2"}
+    job_env = {**os.environ, **env, "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NNODES": "2",
+               "LLMDISSECT_RDZV_PORT": str(free_port())}
     jobs = [subprocess.Popen(["bash", str(out / f"point-{keys[n]}.sbatch")], env=job_env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True) for n in ("one-node", "estimate")]
     for j in jobs:

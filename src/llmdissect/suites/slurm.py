@@ -23,7 +23,7 @@ from pathlib import Path
 from llmdissect.errors import UserError
 from llmdissect.suites.points import DEFAULT_TIMEOUT_S, Planned
 
-RDZV_PORT_BASE = 29500
+RDZV_PORT_BASE = 20000
 
 
 def job_script(p: Planned, suite_file: Path, db_path: Path, out_dir: Path, timeout_s: float | None,
@@ -47,9 +47,10 @@ def job_script(p: Planned, suite_file: Path, db_path: Path, out_dir: Path, timeo
     if nnodes == 1:
         lines.append(" ".join(shlex.quote(c) for c in cmd))
     else:
-        port = RDZV_PORT_BASE + int(p.key[:4], 16) % 1000
+        # one port per job (jobs sharing a head node do not meet), or LLMDISSECT_RDZV_PORT
         lines += ['head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-                  f"export LLMDISSECT_RDZV_ENDPOINT=\"$head:{port}\""]
+                  f'port=${{LLMDISSECT_RDZV_PORT:-$(({RDZV_PORT_BASE} + ${{SLURM_JOB_ID:-0}} % 30000))}}',
+                  'export LLMDISSECT_RDZV_ENDPOINT="$head:$port"']
         inner = " ".join(shlex.quote(c) for c in cmd) + ' --rdzv-endpoint "$LLMDISSECT_RDZV_ENDPOINT"' \
             + ' --node-rank "$SLURM_NODEID"'
         lines.append(f"srun --nodes={nnodes} --ntasks-per-node=1 bash -c {shlex.quote(inner)}")

@@ -48,7 +48,7 @@ def job_script(p: Planned, suite_file: Path, db_path: Path, out_dir: Path, timeo
         lines.append(" ".join(shlex.quote(c) for c in cmd))
     else:
         # one port per job (jobs sharing a head node do not meet), or LLMDISSECT_RDZV_PORT
-        lines += ['head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        lines += ['head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)',  # reads all: no SIGPIPE
                   f'port=${{LLMDISSECT_RDZV_PORT:-$(({RDZV_PORT_BASE} + ${{SLURM_JOB_ID:-0}} % 30000))}}',
                   'export LLMDISSECT_RDZV_ENDPOINT="$head:$port"']
         inner = " ".join(shlex.quote(c) for c in cmd) + ' --rdzv-endpoint "$LLMDISSECT_RDZV_ENDPOINT"' \

@@ -68,7 +68,9 @@ def summarize(cfg: TrainConfig, model: Any, optimizer: Any, per_rank: list[dict[
     targets = cfg.lora_targets.split(",")
     flops, hardware_flops = tm.flops_per_token(spec, cfg.seq, cfg.method, cfg.lora_rank, targets, cfg.recompute)
     peak, peak_source = tm.device_peak(ctx.device.type, cfg.dtype)
-    devices = world
+    # On a CPU all processes share one device whose measured peak covers every core they
+    # use; on GPUs each process drives its own device.
+    devices = world if ctx.device.type == "cuda" else 1
     mfu = tm.utilisation(tokens_per_s, flops, peak, devices)
     hfu = tm.utilisation(tokens_per_s, hardware_flops, peak, devices)
     # ZeRO-3 leaves a DeepSpeed parameter empty on every rank; ds_numel keeps its full size
@@ -100,6 +102,7 @@ def summarize(cfg: TrainConfig, model: Any, optimizer: Any, per_rank: list[dict[
         "frozen_params_with_grad": max(r.get("frozen_params_with_grad", 0) for r in per_rank),
         "loss": losses,
         "world_size": world,
+        "devices": devices,
     }
     if "static_memory_bytes" in per_rank[0]:
         metrics["static_memory_bytes"] = max(r["static_memory_bytes"] for r in per_rank)

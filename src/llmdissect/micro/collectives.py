@@ -4,7 +4,6 @@ parsing of size ranges such as `--min-bytes 1K --max-bytes 256M`.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from llmdissect.errors import UserError
@@ -59,8 +58,6 @@ OPS: dict[str, CollectiveOp] = {op.name: op for op in (
 DTYPES = {"fp32": 4, "bf16": 2, "fp16": 2}
 BACKENDS = ("gloo", "nccl")
 
-_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2, "mib": 1024**2,
-          "g": 1024**3, "gb": 1024**3, "gib": 1024**3}
 MAX_SIZE_BYTES = 64 * 1024**3
 MAX_SIZES = 200
 
@@ -80,13 +77,9 @@ def parse_ops(text: str) -> list[str]:
 
 def parse_size(text: str) -> int:
     """`1024`, `1K`, `256M`, `1G` (binary units as nccl-tests reads them: 1K = 1024 bytes)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(text))
-    unit = m.group(2).lower() if m else None
-    if m is None or unit not in _UNITS:
-        raise UserError(f"bad size {text!r}: use a number of bytes with an optional K, M or G (e.g. 1K, 256M)")
-    size = int(float(m.group(1)) * _UNITS[unit])
-    if size < 1:
-        raise UserError(f"bad size {text!r}: must be at least 1 byte")
+    from llmdissect.units import parse_bytes
+
+    size = parse_bytes(text, "size")
     if size > MAX_SIZE_BYTES:
         raise UserError(f"bad size {text!r}: larger than {MAX_SIZE_BYTES // 1024**3}G")
     return size

@@ -17,15 +17,9 @@ def _run(ctx: QuickContext) -> None:
     if importlib.util.find_spec("deepspeed") is None:
         ctx.log("pretrain deepspeed: skipped, deepspeed is not installed (make installs it)")
         return
-    from llmdissect.workloads.train_runner import prepare, run_training
+    from llmdissect.suites.quick_train import run_and_log
 
-    record, _ = run_training(prepare("pretrain", **OPTIONS), timeout_s=300)
-    ctx.save(record)
-    if record.status != "ok":
-        raise RuntimeError(f"deepspeed ZeRO-2 ended {record.status}: {record.error}")
-    m = record.metrics
-    ctx.log(f"pretrain deepspeed ZeRO-2 x{m['world_size']}: {m['tokens_per_s']:.0f} tokens/s, "
-            f"step {m['step_time_s']['median'] * 1e3:.0f} ms, peak {m['peak_memory_bytes'] / 2**20:.0f} MiB")
+    run_and_log(ctx, "pretrain", OPTIONS)
 
 
 def quick_steps() -> list[QuickStep]:

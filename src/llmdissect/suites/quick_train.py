@@ -12,17 +12,23 @@ RUNS = {
 }
 
 
+def run_and_log(ctx: QuickContext, kind: str, options: dict) -> None:
+    """One training point: run it, store its record, log its headline (raise if not ok)."""
+    from llmdissect.workloads.train_runner import prepare, run_training
+
+    record, _ = run_training(prepare(kind, **options), timeout_s=300)
+    ctx.save(record)
+    if record.status != "ok":
+        raise RuntimeError(f"{kind} {record.config.get('engine')} ended {record.status}: {record.error}")
+    m = record.metrics
+    ctx.log(f"{kind} {record.config['engine']} ZeRO-{record.config['zero']} x{m['world_size']}: "
+            f"{m['tokens_per_s']:.0f} tokens/s, step {m['step_time_s']['median'] * 1e3:.0f} ms, "
+            f"peak {m['peak_memory_bytes'] / 2**20:.0f} MiB")
+
+
 def _runner(kind: str, options: dict):
     def run(ctx: QuickContext) -> None:
-        from llmdissect.workloads.train_runner import prepare, run_training
-
-        record, _ = run_training(prepare(kind, **COMMON, **options), timeout_s=300)
-        ctx.save(record)
-        if record.status != "ok":
-            raise RuntimeError(f"{kind} ended {record.status}: {record.error}")
-        m = record.metrics
-        ctx.log(f"{kind} {record.config['engine']} x{m['world_size']}: {m['tokens_per_s']:.0f} tokens/s, "
-                f"step {m['step_time_s']['median'] * 1e3:.0f} ms, peak {m['peak_memory_bytes'] / 2**20:.0f} MiB")
+        run_and_log(ctx, kind, {**COMMON, **options})
     return run
 
 

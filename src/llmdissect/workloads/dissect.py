@@ -90,7 +90,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     from llmdissect.measure.env import capture_device_env
     from llmdissect.measure.timer import Timer
     from llmdissect.micro.progress import report
-    from llmdissect.workloads.dissect_attr import attribute
+    from llmdissect.workloads.dissect_attr import add_top_ops, attribute
     from llmdissect.workloads.train import Stepper, _batches, _build, _phases
     from llmdissect.workloads.train_config import TrainConfig
 
@@ -123,10 +123,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
             phase_timer.synchronize()
         result = attribute(prof.events(), 1, top_n=1000)
         steps += result["steps"]
-        for o in result["top_ops"]:
-            acc = ops.setdefault(o["op"], {"op": o["op"], "self_s": 0.0, "calls": 0})
-            acc["self_s"] += o["self_s"] / n
-            acc["calls"] += o["calls"] / n
+        add_top_ops(ops, result, n)
         if i == 0 and trace:
             prof.export_chrome_trace(trace)
     for h in handles:

@@ -88,6 +88,14 @@ def attribute(events: Iterable[Any], steps: int, top_n: int = 10) -> dict[str, A
     return {"steps": per_step, "top_ops": top_ops(events, sum(s["step_s"] for s in per_step), top_n)}
 
 
+def add_top_ops(totals: dict[str, dict[str, Any]], result: dict[str, Any], n: int) -> None:
+    """Accumulate one traced step's operators into `totals` as per-step means over `n` steps."""
+    for o in result["top_ops"]:
+        acc = totals.setdefault(o["op"], {"op": o["op"], "self_s": 0.0, "calls": 0})
+        acc["self_s"] += o["self_s"] / n
+        acc["calls"] += o["calls"] / n
+
+
 def _split_steps(phases: list[Any], steps: int, events: list[Any] = ()) -> list[tuple[float, float]]:
     """`step:` ranges where the workload marks its steps (inference: one generate call);
     else a step begins with its first forward after an optimizer phase (or the first phase)."""

@@ -38,7 +38,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     from llmdissect.specs import get_model
     from llmdissect.techniques.quantization import apply_quantization
     from llmdissect.workloads.dissect import add_module_ranges, summarize
-    from llmdissect.workloads.dissect_attr import attribute
+    from llmdissect.workloads.dissect_attr import add_top_ops, attribute
     from llmdissect.workloads.infer import load_model
 
     device, n = config.get("device", "cpu"), int(config["profile_steps"])
@@ -82,10 +82,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
                 call()
             result = attribute(prof.events(), 1, top_n=1000)
             steps += result["steps"]
-            for o in result["top_ops"]:
-                acc = ops.setdefault(o["op"], {"op": o["op"], "self_s": 0.0, "calls": 0})
-                acc["self_s"] += o["self_s"] / n
-                acc["calls"] += o["calls"] / n
+            add_top_ops(ops, result, n)
             if i == 0 and config.get("trace"):
                 prof.export_chrome_trace(config["trace"])
     for h in handles:

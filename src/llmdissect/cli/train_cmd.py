@@ -64,14 +64,14 @@ class _nothing:
         return False
 
 
-def _common(model, engine, zero, offload, recompute, attn, dtype, optimizer, micro_batch, seq, grad_accum, steps,
-            warmup, nproc, nnodes, rdzv_endpoint, compile_, data, tokenizer, seed, device, lr, ds_config=None,
-            tp=1) -> dict:
-    return dict(ds_config=ds_config, tp=tp, model=model, engine=engine, zero=zero, offload=offload,
-                recompute=recompute, attn=attn, dtype=dtype,
-                optimizer=optimizer, micro_batch=micro_batch, seq=seq, grad_accum=grad_accum, steps=steps,
-                warmup=warmup, nproc=nproc, nnodes=nnodes, rdzv_endpoint=rdzv_endpoint, compile=compile_,
-                data=data, tokenizer=tokenizer, seed=seed, device=device, lr=lr)
+# Command arguments that are not fields of TrainConfig: how to run and where to store.
+_RUN_ARGS = {"timeout", "max_memory", "threads", "db", "json_out"}
+
+
+def _run(kind: str, args: dict) -> None:
+    """Split a command's arguments into the TrainConfig fields and the run options."""
+    options = {("compile" if k == "compile_" else k): v for k, v in args.items() if k not in _RUN_ARGS}
+    _bench(kind, options, args["db"], args["json_out"], args["timeout"], args["max_memory"], args["threads"])
 
 
 M = typer.Option("tiny-llama", "--model", help="Preset, model TOML, config.json or model folder.")
@@ -115,10 +115,7 @@ def pretrain(model: str = M, engine: Optional[str] = ENGINE, zero: int = ZERO, o
              threads: Optional[int] = THREADS, ds_config: Optional[str] = DSCONF, tp: int = TP, db: DbPath = DbOpt,
              json_out: bool = JsonOpt) -> None:
     """Measure pre-training steps of a Llama-family model (random weights) on this machine."""
-    opts = _common(model, engine, zero, offload, recompute, attn, dtype, optimizer, micro_batch, seq, grad_accum,
-                   steps, warmup, nproc, nnodes, rdzv_endpoint, compile_, data, tokenizer, seed, device, lr,
-                   ds_config, tp)
-    _bench("pretrain", opts, db, json_out, timeout, max_memory, threads)
+    _run("pretrain", locals())
 
 
 def finetune(model: str = M, method: str = typer.Option("lora", "--method", help="full | lora | qlora (NF4 base)."),
@@ -133,11 +130,7 @@ def finetune(model: str = M, method: str = typer.Option("lora", "--method", help
              threads: Optional[int] = THREADS, ds_config: Optional[str] = DSCONF, tp: int = TP, db: DbPath = DbOpt,
              json_out: bool = JsonOpt) -> None:
     """Measure fine-tuning steps: full, LoRA or QLoRA (bitsandbytes NF4 + PEFT)."""
-    opts = _common(model, engine, zero, offload, recompute, attn, dtype, optimizer, micro_batch, seq, grad_accum,
-                   steps, warmup, nproc, nnodes, rdzv_endpoint, compile_, data, tokenizer, seed, device, lr,
-                   ds_config, tp)
-    opts.update(method=method, lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets)
-    _bench("finetune", opts, db, json_out, timeout, max_memory, threads)
+    _run("finetune", locals())
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:

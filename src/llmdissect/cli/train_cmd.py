@@ -64,6 +64,15 @@ class _nothing:
         return False
 
 
+def _common(model, engine, zero, offload, recompute, attn, dtype, optimizer, micro_batch, seq, grad_accum, steps,
+            warmup, nproc, nnodes, rdzv_endpoint, compile_, data, tokenizer, seed, device, lr, ds_config=None,
+            tp=1) -> dict:
+    """The TrainConfig fields of the shared training options (used by `dissect`)."""
+    options = dict(locals())
+    options["compile"] = options.pop("compile_")
+    return options
+
+
 # Command arguments that are not fields of TrainConfig: how to run and where to store.
 _RUN_ARGS = {"timeout", "max_memory", "threads", "db", "json_out"}
 

@@ -14,7 +14,7 @@ import statistics
 import time
 
 from llmdissect.perfmodel.advise import infer_space, pareto_front, ranking, train_space
-from llmdissect.perfmodel.calibrate import machine_for
+from llmdissect.perfmodel.ceilings import machine_for
 from llmdissect.specs import get_model, resolve_platform
 
 

@@ -31,7 +31,7 @@ RUNS = [
 
 def main() -> None:
     from llmdissect.results.store import check_writable, open_store
-    from llmdissect.workloads.train_runner import prepare, run_training
+    from llmdissect.workloads.train_launch import prepare, run_training
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="tiny-llama")

@@ -87,7 +87,7 @@ def _start_server(late_headers: bool = False) -> tuple[subprocess.Popen, str]:
 
 def _run(url: str, dataset: Path, streams: int, tokens: int, concurrency: int | None = None, n: int | None = None,
          arrivals: Path | None = None):
-    from llmdissect.workloads.serve.runner import ServeConfig, run_async
+    from llmdissect.workloads.serve.loadgen import ServeConfig, run_async
 
     cfg = ServeConfig(base_url=url, model="scheduled", dataset=str(dataset), num_prompts=n or streams,
                       output_len=tokens, request_rate=float("inf"), max_concurrency=concurrency, timeout_s=120,

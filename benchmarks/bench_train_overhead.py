@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from llmdissect.launch.child import default_threads
-from llmdissect.workloads.train_runner import prepare, run_training
+from llmdissect.workloads.train_launch import prepare, run_training
 
 HERE = Path(__file__).parent
 

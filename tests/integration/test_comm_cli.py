@@ -8,7 +8,7 @@ import psutil
 import pytest
 from conftest import assert_user_error, run_cli
 
-from llmdissect.calibration import load_profile
+from llmdissect.calibration_profile import load_profile
 from llmdissect.results import open_store
 
 ALL_OPS = "all_reduce,all_gather,reduce_scatter,broadcast,reduce,all_to_all,send_recv"

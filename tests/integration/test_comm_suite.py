@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from llmdissect.calibration import load_profile
+from llmdissect.calibration_profile import load_profile
 from llmdissect.results import open_store
 
 

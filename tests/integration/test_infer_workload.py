@@ -3,7 +3,7 @@ every cache and quantization option runs and gives the documented metrics."""
 import pytest
 
 from llmdissect.specs import get_model
-from llmdissect.workloads.infer import run
+from llmdissect.workloads.infer_child import run
 from llmdissect.workloads.infer_metrics import kv_cache_bytes_formula
 
 pytestmark = pytest.mark.slow  # each test builds and runs a model (seconds on 2 shared cores)

@@ -6,7 +6,7 @@ import pytest
 from serve_helpers import start_debug_server
 
 from llmdissect.workloads.serve.record import serve_record
-from llmdissect.workloads.serve.runner import ServeConfig
+from llmdissect.workloads.serve.loadgen import ServeConfig
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from llmdissect.results import open_store
 from llmdissect.workloads.serve.local_server import free_port
 from llmdissect.workloads.serve.metrics import request_itls
 from llmdissect.workloads.serve.record import serve_record
-from llmdissect.workloads.serve.runner import ServeConfig, run_async
+from llmdissect.workloads.serve.loadgen import ServeConfig, run_async
 
 pytestmark = pytest.mark.slow
 

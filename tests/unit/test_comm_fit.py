@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from llmdissect.micro.comm_fit import fit_alpha_beta, fit_rows
+from llmdissect.micro.comm_alpha_beta import fit_alpha_beta, fit_rows
 
 SIZES = [1024 * 2**k for k in range(15)]
 

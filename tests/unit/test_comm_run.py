@@ -4,7 +4,7 @@ import json
 import pytest
 
 from llmdissect.errors import UserError
-from llmdissect.micro.comm_run import CommRequest, add_summary, build_config, store_fits
+from llmdissect.micro.comm_launch import CommRequest, add_summary, build_config, store_fits
 from llmdissect.results.schema import RunRecord
 
 

@@ -9,10 +9,10 @@ def _profiled_step(**options):
 
     from llmdissect.engines.distributed import init_distributed
     from llmdissect.measure.timer import Timer
-    from llmdissect.workloads.dissect import PhaseTimer, add_module_ranges
+    from llmdissect.workloads.dissect_train_child import PhaseTimer, add_module_ranges
     from llmdissect.workloads.dissect_attr import attribute
-    from llmdissect.workloads.train import Stepper, _batches, _build
-    from llmdissect.workloads.train_runner import prepare
+    from llmdissect.workloads.train_child import Stepper, _batches, _build
+    from llmdissect.workloads.train_launch import prepare
 
     cfg = prepare("pretrain", model="debug-llama", seq=16, micro_batch=1, device="cpu", **options)
     ctx = init_distributed("cpu")

@@ -4,9 +4,9 @@ import pytest
 
 from llmdissect.measure.stats import Stats
 from llmdissect.micro import op_defs as od
-from llmdissect.micro.ops import bandwidth_ceiling, place_rows, raw_row
+from llmdissect.micro.ops_child import bandwidth_ceiling, place_rows, raw_row
 from llmdissect.micro.ops_cases import OpCase
-from llmdissect.micro.ops_run import efficiencies, profile_update
+from llmdissect.micro.ops_launch import efficiencies, profile_update
 from llmdissect.micro.peak import theoretical_cpu_peak
 from llmdissect.workloads.dissect_attr import module_category
 
@@ -39,7 +39,7 @@ def test_bandwidth_ceiling_uses_the_smallest_level_that_holds_the_bytes():
 
 
 def test_efficiencies_are_time_weighted_fractions_perfmodel_accepts():
-    from llmdissect.perfmodel.calibrate import machine_for
+    from llmdissect.perfmodel.ceilings import machine_for
     from llmdissect.specs.hardware import local_cpu, resolve_platform
 
     rows = [_row("q", "gemm", od.Cost(1e9, 1e6), 0.02), _row("up", "gemm", od.Cost(3e9, 1e6), 0.04),

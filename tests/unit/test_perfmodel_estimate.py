@@ -7,7 +7,7 @@ import pytest
 
 from llmdissect.perfmodel import comm
 from llmdissect.perfmodel.advise import infer_space, pareto_front, train_space
-from llmdissect.perfmodel.calibrate import machine_for
+from llmdissect.perfmodel.ceilings import machine_for
 from llmdissect.perfmodel.config import InferSetup, TrainSetup
 from llmdissect.perfmodel.estimate import estimate_infer, estimate_train
 from llmdissect.perfmodel.roofline import Ceilings, gemm_time_s

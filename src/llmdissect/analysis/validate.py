@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from llmdissect.errors import UserError
 from llmdissect.results.schema import RunRecord
-from llmdissect.suites.predict import estimate_measured, join_key
+from llmdissect.analysis.predict import estimate_measured, join_key
 
 
 def _median(m: dict, key: str) -> float | None:
@@ -143,8 +143,8 @@ def validate_records(records: list[RunRecord], estimates: list[RunRecord]) -> Va
 
 
 def _comm_pairs(r: RunRecord, v: Validation) -> None:
-    from llmdissect.calibration import load_profile
-    from llmdissect.perfmodel.calibrate import machine_for
+    from llmdissect.calibration_profile import load_profile
+    from llmdissect.perfmodel.ceilings import machine_for
     from llmdissect.perfmodel.comm import FACTORS, collective_time_s
     from llmdissect.specs import resolve_platform
 

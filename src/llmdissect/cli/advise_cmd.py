@@ -8,17 +8,17 @@ from typing import Optional
 
 import typer
 
-from llmdissect.cli.output import console, human_bytes, human_rate, human_seconds, print_json, table
+from llmdissect.console import console, human_bytes, human_rate, human_seconds, print_json, table
 from llmdissect.cli.options import JsonOpt
 
 
 def _space(kind: str, model: str, hardware: str, gpus: Optional[int], dtype: Optional[str], seq: Optional[int],
            input_len: int, output_len: int, calibration: Optional[Path]):
-    from llmdissect.calibration import load_profile
+    from llmdissect.calibration_profile import load_profile
     from llmdissect.dtypes import check_compute_dtype, dtype_bytes
     from llmdissect.errors import UserError
     from llmdissect.perfmodel.advise import infer_space, train_space
-    from llmdissect.perfmodel.calibrate import machine_for
+    from llmdissect.perfmodel.ceilings import machine_for
     from llmdissect.specs import get_model, resolve_platform
 
     if kind not in ("pretrain", "finetune", "infer"):

@@ -15,11 +15,11 @@ def calibrate(model: str = typer.Option("tiny-llama", "--model", help="Model who
     """Measure this machine's ceilings and efficiencies for `estimate` (about 1-2 minutes on a CPU)."""
     import time
 
-    from llmdissect.calibration import load_profile
+    from llmdissect.calibration_profile import load_profile
     from llmdissect.cli.ops_cmd import parse_ops_config
-    from llmdissect.cli.output import console, note, print_json
-    from llmdissect.micro.ops_run import run_ops
-    from llmdissect.micro.peak_run import run_peak
+    from llmdissect.console import console, note, print_json
+    from llmdissect.micro.ops_launch import run_ops
+    from llmdissect.micro.peak_launch import run_peak
     from llmdissect.results.recording import save
     from llmdissect.results.store import check_writable
 
@@ -33,7 +33,7 @@ def calibrate(model: str = typer.Option("tiny-llama", "--model", help="Model who
         record, _ = run_ops(cfg, progress=not json_out)
         records.append(save(record, db_path))
     if record.status == "ok" and comm:
-        from llmdissect.micro.comm_run import CommRequest, build_config, run_comm, store_fits
+        from llmdissect.micro.comm_launch import CommRequest, build_config, run_comm, store_fits
 
         req = CommRequest(ops="all_reduce,all_gather", min_bytes="1K", max_bytes="16M", factor=4, iters=10,
                           warmup=2, backend="gloo", nproc=2, timeout_s=240)

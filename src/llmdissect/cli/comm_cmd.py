@@ -32,7 +32,7 @@ def comm(
 ) -> None:
     """Time collectives for a range of sizes; check every result; fit latency and bandwidth."""
     from llmdissect.cli.recording import finish
-    from llmdissect.micro.comm_run import CommRequest, build_config, run_comm, store_fits
+    from llmdissect.micro.comm_launch import CommRequest, build_config, run_comm, store_fits
     from llmdissect.results.store import check_writable
 
     req = CommRequest(ops=ops, min_bytes=min_bytes, max_bytes=max_bytes, factor=factor, dtype=dtype, iters=iters,
@@ -48,7 +48,7 @@ def comm(
 
 def show(record, profile_path=None) -> None:
     """nccl-tests' table per operator, the average bus bandwidth and the fits."""
-    from llmdissect.cli.output import console, table
+    from llmdissect.console import console, table
 
     m, c = record.metrics, record.config
     rows = m.get("rows") or []

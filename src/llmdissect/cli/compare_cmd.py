@@ -41,7 +41,7 @@ def compare(a: str = typer.Argument(..., help="Run id, suite name or results dat
     """The same configurations of A and B side by side: B / A and whether it is beyond the noise."""
     from llmdissect.analysis import findings
     from llmdissect.analysis.compare import HEADLINES, Pair, compare_rows, describe, difference, pair_records
-    from llmdissect.cli.output import console, print_json, table
+    from llmdissect.console import console, print_json, table
 
     ra, name_a, single_a = resolve(a, db)
     rb, name_b, single_b = resolve(b, db)

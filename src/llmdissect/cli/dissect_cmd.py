@@ -30,7 +30,7 @@ def _check(profile_steps: int, trace: Optional[Path]) -> Optional[str]:
 
 
 def show(record) -> None:
-    from llmdissect.cli.output import console, human_seconds, table
+    from llmdissect.console import console, human_seconds, table
 
     m, c = record.metrics, record.config
     console.print(table(f"dissect {c['workload']} {c['model']}: phases (median of {c['profile_steps']} traced steps)",
@@ -56,7 +56,7 @@ def _run(target: str, child_config: dict[str, Any], record_config: dict[str, Any
     from llmdissect.cli.recording import finish
     from llmdissect.launch import run_child
     from llmdissect.measure.env import capture_env
-    from llmdissect.micro.progress import run_with_progress
+    from llmdissect.progress import run_with_progress
     from llmdissect.results.recording import record_from_child
     from llmdissect.results.schema import utc_now
     from llmdissect.results.store import check_writable
@@ -73,14 +73,14 @@ def _train(kind: str, opts: dict, profile_steps: int, trace: Optional[Path], db,
            threads: Optional[int]) -> None:
     from llmdissect.errors import UserError
     from llmdissect.workloads.train_config import record_config
-    from llmdissect.workloads.train_runner import prepare
+    from llmdissect.workloads.train_launch import prepare
 
     cfg = prepare(kind, **opts)
     if cfg.world_size > 1:
         raise UserError("dissect profiles one process; run it without --nproc/--nnodes (communication is 0 there)")
     trace_path = _check(profile_steps, trace)
     rec = {"what": "dissect", "workload": kind, **record_config(cfg), "profile_steps": profile_steps}
-    _run("llmdissect.workloads.dissect:run", {"train": cfg.model_dump(), "profile_steps": profile_steps,
+    _run("llmdissect.workloads.dissect_train_child:run", {"train": cfg.model_dump(), "profile_steps": profile_steps,
                                               "trace": trace_path}, rec, db, json_out, timeout, threads)
 
 
@@ -121,7 +121,7 @@ def infer(model: str = typer.Option("tiny-llama", "--model"), batch: int = typer
           json_out: bool = JsonOpt) -> None:
     """Profile offline generate calls (the options of `bench infer`, one point): prefill, decode, modules."""
     from llmdissect.errors import UserError
-    from llmdissect.workloads.infer_grid import expand_grid, skip_reason
+    from llmdissect.workloads.infer_launch import expand_grid, skip_reason
 
     if batch < 1 or input_len < 1 or output_len < 1:
         raise UserError("--batch, --input-len and --output-len must be at least 1")
@@ -133,7 +133,7 @@ def infer(model: str = typer.Option("tiny-llama", "--model"), batch: int = typer
         raise UserError(reason)
     trace_path = _check(profile_steps, trace)
     rec = {"what": "dissect", "workload": "infer", **point, "profile_steps": profile_steps}
-    _run("llmdissect.workloads.dissect_infer:run", {**point, "profile_steps": profile_steps, "trace": trace_path},
+    _run("llmdissect.workloads.dissect_infer_child:run", {**point, "profile_steps": profile_steps, "trace": trace_path},
          rec, db, json_out, timeout, threads)
 
 

@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from llmdissect.cli.output import console, human_bytes, human_count, human_rate, human_seconds, print_json, table
+from llmdissect.console import console, human_bytes, human_count, human_rate, human_seconds, print_json, table
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
 
 KINDS = ("pretrain", "finetune", "infer")
@@ -31,9 +31,9 @@ def _light_env(calibration: Optional[Path]) -> dict:
 
 def build_estimate(kind: str, opts: dict, calibration: Optional[Path] = None):
     """Validate the options and run the model: the Estimate (raises UserError on bad input)."""
-    from llmdissect.calibration import load_profile
+    from llmdissect.calibration_profile import load_profile
     from llmdissect.errors import UserError
-    from llmdissect.perfmodel.calibrate import machine_for
+    from llmdissect.perfmodel.ceilings import machine_for
     from llmdissect.perfmodel.config import InferSetup, TrainSetup
     from llmdissect.perfmodel.estimate import estimate_infer, estimate_train
     from llmdissect.perfmodel.weights import LORA_TARGETS_DEFAULT, parse_lora_targets

@@ -43,10 +43,10 @@ def infer(
 
     Exit 0 when every point is ok (or skipped inside a grid); 2 for bad input or a single point that cannot run here; 1 when a point failed, ran out of memory or timed out.
     """
-    from llmdissect.cli.output import note
+    from llmdissect.console import note
     from llmdissect.dtypes import cpu_dtype_note
     from llmdissect.results.store import check_writable
-    from llmdissect.workloads.infer_grid import expand_grid, parse_list
+    from llmdissect.workloads.infer_launch import expand_grid, parse_list
 
     db_path = check_writable(db)
     points = expand_grid(model=model, batch=parse_list(batch, "--batch"), input_len=parse_list(input_len, "--input-len"),
@@ -77,7 +77,7 @@ def _run_all(points: list[dict[str, Any]], db_path, timeout_s: float,
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from llmdissect.results.recording import save
-    from llmdissect.workloads.infer_grid import run_point
+    from llmdissect.workloads.infer_launch import run_point
 
     out = []
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -94,7 +94,7 @@ def _run_all(points: list[dict[str, Any]], db_path, timeout_s: float,
 
 
 def _finish_grid(records: list[Any], json_out: bool) -> None:
-    from llmdissect.cli.output import console, err_console, print_json
+    from llmdissect.console import console, err_console, print_json
 
     if json_out:
         for r in records:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmdissect.cli.output import console, human_bytes, human_rate, human_seconds, table
+from llmdissect.console import console, human_bytes, human_rate, human_seconds, table
 
 
 def _med(metrics: dict[str, Any], key: str) -> float | None:

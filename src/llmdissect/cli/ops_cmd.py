@@ -14,7 +14,7 @@ def parse_ops_config(model: str, tokens: int, passes: str, dtype: str, seqs: Opt
     """A validated OpsConfig (UserError on bad input, before a child starts)."""
     from llmdissect.config import parse_config
     from llmdissect.errors import UserError
-    from llmdissect.micro.ops import OpsConfig
+    from llmdissect.micro.ops_child import OpsConfig
     from llmdissect.specs.models import get_model
     from llmdissect.workloads.train_config import resolve_device
 
@@ -40,7 +40,7 @@ def parse_ops_config(model: str, tokens: int, passes: str, dtype: str, seqs: Opt
 
 
 def show(record) -> None:
-    from llmdissect.cli.output import console, human_bytes, human_rate, human_seconds, note, table
+    from llmdissect.console import console, human_bytes, human_rate, human_seconds, note, table
 
     m, c = record.metrics, record.config
     ceil = m["ceilings"]
@@ -83,7 +83,7 @@ def ops(model: str = typer.Option("tiny-llama", "--model", help="Preset, model T
         db: DbPath = DbOpt, json_out: bool = JsonOpt) -> None:
     """Time every operator of a model's decoder layer at its real shapes, against its roofline."""
     from llmdissect.cli.recording import finish
-    from llmdissect.micro.ops_run import run_ops
+    from llmdissect.micro.ops_launch import run_ops
     from llmdissect.results.store import check_writable
 
     cfg = parse_ops_config(model, tokens, passes, dtype, seqs, quant, min_time, device, seed)

@@ -10,7 +10,7 @@ from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
 
 
 def show(record) -> None:
-    from llmdissect.cli.output import console, human_rate, human_seconds, table
+    from llmdissect.console import console, human_rate, human_seconds, table
 
     for entry in record.metrics["devices"].values():
         theory = entry.get("theoretical_peak_flops_per_s") or {}
@@ -54,7 +54,7 @@ def peak(quick: bool = typer.Option(False, "--quick", help="Fewer, smaller sizes
     """Measure dense matmul FLOP/s per dtype and memory bandwidth on the CPU and each GPU."""
     from llmdissect.cli.recording import finish
     from llmdissect.errors import UserError
-    from llmdissect.micro.peak_run import run_peak, visible_devices
+    from llmdissect.micro.peak_launch import run_peak, visible_devices
     from llmdissect.results.store import check_writable
 
     devices = visible_devices()

@@ -5,7 +5,7 @@ from typing import Callable
 
 import typer
 
-from llmdissect.cli.output import err_console, print_json
+from llmdissect.console import err_console, print_json
 from llmdissect.errors import EXIT_USER_ERROR, UserError
 from llmdissect.results.recording import save
 from llmdissect.results.schema import RunRecord

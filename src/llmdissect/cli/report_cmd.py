@@ -20,7 +20,7 @@ def report(out: Path = typer.Option(..., "--out", "-o", help="Folder to write re
                                                  help="Estimate measured CPU runs of this machine that have no "
                                                       "stored estimate (labelled as made at report time).")) -> None:
     """Write report.html (one file, plots inline, opens offline) and report.md (plots beside it)."""
-    from llmdissect.cli.output import console
+    from llmdissect.console import console
     from llmdissect.report.build import make_report
     from llmdissect.report.select import select_records
 

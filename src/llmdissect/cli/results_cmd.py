@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
-from llmdissect.cli.output import console, format_value, print_json, table
+from llmdissect.console import console, format_value, print_json, table
 
 results_app = typer.Typer(no_args_is_help=True, help="List, show and export stored run records.")
 

@@ -85,7 +85,7 @@ def run_suite(
         show_plan(the_plan, force)
     new = execute(the_plan, opts, db_path)
     if json_out:
-        from llmdissect.cli.output import print_json
+        from llmdissect.console import print_json
 
         print_json(plan_record(the_plan, {r.config["suite_point"]: r for r in new}).to_dict())
     else:
@@ -97,7 +97,7 @@ def run_suite(
 
 def _quick_plan(json_out: bool) -> None:
     """The quick suite's steps (it is a list of steps, not of grid points)."""
-    from llmdissect.cli.output import console, print_json, table
+    from llmdissect.console import console, print_json, table
     from llmdissect.results.schema import RunRecord
     from llmdissect.suites.quick import quick_steps
 
@@ -114,7 +114,7 @@ def _quick_plan(json_out: bool) -> None:
 
 def _print_plan(the_plan, json_out: bool, force: bool) -> None:
     if json_out:
-        from llmdissect.cli.output import print_json
+        from llmdissect.console import print_json
         from llmdissect.suites.runner import plan_record
 
         print_json(plan_record(the_plan).to_dict())

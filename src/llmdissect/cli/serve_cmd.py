@@ -13,7 +13,7 @@ from llmdissect.errors import UserError
 
 
 def _show(record) -> None:
-    from llmdissect.cli.output import console, human_seconds, table
+    from llmdissect.console import console, human_seconds, table
 
     m = record.metrics
     rows = []
@@ -79,7 +79,7 @@ def bench_serve(
     from llmdissect.workloads.serve.client import SERVER_KINDS
     from llmdissect.workloads.serve.metrics import parse_slo
     from llmdissect.workloads.serve.record import ProgressBar, serve_record
-    from llmdissect.workloads.serve.runner import ENDPOINTS, ServeConfig
+    from llmdissect.workloads.serve.loadgen import ENDPOINTS, ServeConfig
 
     db_path = check_writable(db)
     if endpoint not in ENDPOINTS:
@@ -118,7 +118,7 @@ def serve_local(
     continuous_batching: bool = typer.Option(True, "--continuous-batching/--no-continuous-batching"),
 ) -> None:
     """Serve a model spec with `transformers serve` on 127.0.0.1 (offline) until Ctrl-C."""
-    from llmdissect.cli.output import console, note
+    from llmdissect.console import console, note
     from llmdissect.specs.hardware import usable_cores
     from llmdissect.workloads.serve.local_server import start_server
 

@@ -6,7 +6,7 @@ from typing import Optional
 import typer
 
 from llmdissect.cli.options import JsonOpt
-from llmdissect.cli.output import console, human_bytes, human_count, human_rate, print_json, table
+from llmdissect.console import console, human_bytes, human_count, human_rate, print_json, table
 
 
 def models(

@@ -6,7 +6,7 @@ from typing import Optional
 import typer
 
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
-from llmdissect.cli.output import console, human_bytes, human_count, human_rate, human_seconds, note, table
+from llmdissect.console import console, human_bytes, human_count, human_rate, human_seconds, note, table
 
 
 def _show(record) -> None:
@@ -44,7 +44,7 @@ def _bench(kind: str, options: dict, db, json_out: bool, timeout: float, max_mem
     from llmdissect.dtypes import cpu_dtype_note
     from llmdissect.results.store import check_writable
     from llmdissect.units import parse_bytes
-    from llmdissect.workloads.train_runner import prepare, run_training
+    from llmdissect.workloads.train_launch import prepare, run_training
 
     cfg = prepare(kind, **options)
     limit = parse_bytes(max_memory, "--max-memory") if max_memory else None

@@ -41,7 +41,7 @@ def validate(
                 e.suite = suite
                 store.add(e)
     if json_out:
-        from llmdissect.cli.output import print_json
+        from llmdissect.console import print_json
 
         print_json({"suite": suite, "measured_records": len(measured), **v.to_dict()})
         return
@@ -49,7 +49,7 @@ def validate(
 
 
 def show(v, suite: Optional[str], n_measured: int, detail: bool = False) -> None:
-    from llmdissect.cli.output import console, table
+    from llmdissect.console import console, table
 
     pct = lambda x: f"{x:+.0%}"  # noqa: E731
     rows = [(s["metric"], s["pairs"], f"{s['mape']:.0%}", pct(s["median_error"]), pct(s["worst_error"]))

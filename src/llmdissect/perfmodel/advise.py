@@ -15,7 +15,7 @@ import numpy as np
 
 from llmdissect.errors import UserError
 from llmdissect.perfmodel import weights as wt
-from llmdissect.perfmodel.calibrate import Machine
+from llmdissect.perfmodel.ceilings import Machine
 from llmdissect.perfmodel.infermodel import infer_memory, infer_time
 from llmdissect.perfmodel.trainmodel import train_memory, train_time
 from llmdissect.specs.models import ModelSpec

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmdissect.perfmodel import weights as wt
-from llmdissect.perfmodel.calibrate import Machine
+from llmdissect.perfmodel.ceilings import Machine
 from llmdissect.perfmodel.config import InferSetup, TrainSetup
 from llmdissect.perfmodel.infermodel import infer_memory, infer_time
 from llmdissect.perfmodel.trainmodel import train_memory, train_time

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from llmdissect.perfmodel import comm, kvcache
 from llmdissect.perfmodel import flops as fl
-from llmdissect.perfmodel.calibrate import Machine
+from llmdissect.perfmodel.ceilings import Machine
 from llmdissect.perfmodel.layertime import head_forward_time_s, layer_forward_time_s
 from llmdissect.perfmodel.roofline import attention_time_s, gemm_time_s
 from llmdissect.perfmodel.trainmodel import framework_bytes

@@ -15,7 +15,7 @@ from __future__ import annotations
 from llmdissect.perfmodel import activations as act
 from llmdissect.perfmodel import comm, states
 from llmdissect.perfmodel import flops as fl
-from llmdissect.perfmodel.calibrate import Machine
+from llmdissect.perfmodel.ceilings import Machine
 from llmdissect.perfmodel.layertime import head_forward_time_s, layer_attention_time_s, layer_forward_time_s
 from llmdissect.perfmodel.roofline import memory_time_s
 from llmdissect.perfmodel.stepmemory import optimizer_step_transient_bytes, training_step_peak_bytes

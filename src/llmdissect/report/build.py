@@ -69,7 +69,7 @@ def write_report(report: Report, out_dir: Path) -> tuple[Path, Path]:
 
 def make_report(records: list[RunRecord], out_dir: Path, *, title: str, subtitle: str,
                 extra: list[Section] | None = None, estimate_missing: bool = True) -> tuple[Path, Path]:
-    from llmdissect.calibration import load_profile
+    from llmdissect.calibration_profile import load_profile
 
     try:
         profile = load_profile()

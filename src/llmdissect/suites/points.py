@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from llmdissect.errors import UserError
 from llmdissect.results.schema import RunRecord
-from llmdissect.suites.predict import Prediction, predict_estimate, predict_measured
+from llmdissect.analysis.predict import Prediction, predict_estimate, predict_measured
 from llmdissect.suites.spec import Point
 
 DEFAULT_TIMEOUT_S = 1800.0
@@ -48,7 +48,7 @@ def plan_point(point: Point) -> Planned:
 def _plan_train(p: Planned) -> Planned:
     from llmdissect.config import parse_config
     from llmdissect.workloads.train_config import TrainConfig, record_config, validate
-    from llmdissect.workloads.train_fit import check_fits
+    from llmdissect.workloads.train_memory_gate import check_fits
 
     cfg = parse_config(TrainConfig, kind=p.point.kind, **p.point.options)
     p.config = {k: v for k, v in p.point.options.items()}
@@ -69,7 +69,7 @@ def _plan_train(p: Planned) -> Planned:
 
 
 def _plan_infer(p: Planned) -> Planned:
-    from llmdissect.workloads.infer_grid import expand_grid, skip_reason
+    from llmdissect.workloads.infer_launch import expand_grid, skip_reason
 
     o = {**INFER_DEFAULTS, **p.point.options}
     p.config = dict(o)
@@ -87,7 +87,7 @@ def _plan_infer(p: Planned) -> Planned:
 
 
 def _plan_comm(p: Planned) -> Planned:
-    from llmdissect.micro.comm_run import CommRequest, build_config
+    from llmdissect.micro.comm_launch import CommRequest, build_config
 
     o = {k: (str(v) if k in ("min_bytes", "max_bytes") else v) for k, v in p.point.options.items()}
     p.config = dict(o)
@@ -98,7 +98,7 @@ def _plan_comm(p: Planned) -> Planned:
         p.skip = f"cannot run here: {e}"
         return p
     p.work = req
-    from llmdissect.suites.predict import predict_comm
+    from llmdissect.analysis.predict import predict_comm
 
     p.prediction = predict_comm(p.config)
     return p
@@ -112,7 +112,7 @@ def _plan_serve(p: Planned) -> Planned:
 def _plan_ops(p: Planned) -> Planned:
     p.config = dict(p.point.options)
     try:
-        from llmdissect.micro.ops import OpsConfig
+        from llmdissect.micro.ops_child import OpsConfig
     except ImportError:
         p.skip = "no operator benchmark (`bench ops`) in this build"
         return p
@@ -154,7 +154,7 @@ def run_planned(p: Planned, *, timeout_s: float | None, max_memory: str | None, 
 
 
 def _run_train(p: Planned, timeout: float, limit: int | None) -> RunRecord:
-    from llmdissect.workloads.train_runner import run_training
+    from llmdissect.workloads.train_launch import run_training
 
     record, _ = run_training(p.work, timeout_s=timeout, max_memory_bytes=limit)
     return record
@@ -165,7 +165,7 @@ def _run_infer(p: Planned, timeout: float, limit: int | None) -> RunRecord:
     from llmdissect.measure.env import capture_env
     from llmdissect.results.recording import record_from_child
     from llmdissect.results.schema import utc_now
-    from llmdissect.workloads.infer_grid import TARGET
+    from llmdissect.workloads.infer_launch import TARGET
 
     started = utc_now()
     child = run_child(TARGET, p.config, timeout_s=timeout, max_memory_bytes=limit)
@@ -173,7 +173,7 @@ def _run_infer(p: Planned, timeout: float, limit: int | None) -> RunRecord:
 
 
 def _run_comm(p: Planned, timeout: float, limit: int | None) -> RunRecord:
-    from llmdissect.micro.comm_run import run_comm
+    from llmdissect.micro.comm_launch import run_comm
 
     p.work.timeout_s = timeout
     record, _ = run_comm(p.config, p.work, progress=False)  # the suite shows its own bar
@@ -181,7 +181,7 @@ def _run_comm(p: Planned, timeout: float, limit: int | None) -> RunRecord:
 
 
 def _run_ops(p: Planned, timeout: float, limit: int | None) -> RunRecord:
-    from llmdissect.micro.ops_run import run_ops
+    from llmdissect.micro.ops_launch import run_ops
 
     record, _ = run_ops(p.work, progress=False, timeout_s=timeout, store_profile=False)
     return record

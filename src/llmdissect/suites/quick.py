@@ -66,7 +66,7 @@ def run_quick(db: Path | None, only: list[str] | None = None) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from llmdissect.cli.output import console, table
+    from llmdissect.console import console, table
 
     db_path = check_writable(db)
     steps = quick_steps()

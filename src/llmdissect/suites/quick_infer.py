@@ -18,7 +18,7 @@ TIMEOUT_S = 300.0
 
 
 def quick_points() -> list[dict]:
-    from llmdissect.workloads.infer_grid import expand_grid
+    from llmdissect.workloads.infer_launch import expand_grid
 
     common = dict(model=MODEL, output_len=[OUTPUT_LEN], dtype="fp32", attn="sdpa", cache=["dynamic"],
                   compile=False, warmup=1, repeats=2)
@@ -30,7 +30,7 @@ def quick_points() -> list[dict]:
 
 def _infer(ctx: QuickContext) -> None:
     from llmdissect.errors import UserError
-    from llmdissect.workloads.infer_grid import run_point
+    from llmdissect.workloads.infer_launch import run_point
 
     failed = []
     for config in quick_points():

@@ -15,7 +15,7 @@ def _check(ctx: QuickContext, record) -> None:
 
 
 def _peak(ctx: QuickContext) -> None:
-    from llmdissect.micro.peak_run import run_peak
+    from llmdissect.micro.peak_launch import run_peak
 
     record, _ = run_peak(quick=True, devices=None, min_time_s=0.2, progress=False, timeout_s=120)
     _check(ctx, record)
@@ -28,8 +28,8 @@ def _peak(ctx: QuickContext) -> None:
 
 
 def _ops(ctx: QuickContext) -> None:
-    from llmdissect.micro.ops import OpsConfig
-    from llmdissect.micro.ops_run import run_ops
+    from llmdissect.micro.ops_child import OpsConfig
+    from llmdissect.micro.ops_launch import run_ops
 
     cfg = OpsConfig(model="tiny-llama", tokens=64, passes="both", min_time_s=0.01, seqs=[64], quant=False,
                     device="cpu")
@@ -47,10 +47,10 @@ def _dissect(ctx: QuickContext) -> None:
     from llmdissect.measure.env import capture_env
     from llmdissect.results.recording import record_from_child
     from llmdissect.workloads.train_config import record_config
-    from llmdissect.workloads.train_runner import prepare
+    from llmdissect.workloads.train_launch import prepare
 
     cfg = prepare("pretrain", model="tiny-llama", seq=64, micro_batch=1, steps=1, warmup=1, device="cpu")
-    child = run_child("llmdissect.workloads.dissect:run", {"train": cfg.model_dump(), "profile_steps": 1,
+    child = run_child("llmdissect.workloads.dissect_train_child:run", {"train": cfg.model_dump(), "profile_steps": 1,
                                                            "trace": None}, timeout_s=120)
     record = record_from_child("ops", {"what": "dissect", "workload": "pretrain", **record_config(cfg),
                                        "profile_steps": 1}, child, capture_env())

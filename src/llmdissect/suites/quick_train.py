@@ -14,7 +14,7 @@ RUNS = {
 
 def run_and_log(ctx: QuickContext, kind: str, options: dict) -> None:
     """One training point: run it, store its record, log its headline (raise if not ok)."""
-    from llmdissect.workloads.train_runner import prepare, run_training
+    from llmdissect.workloads.train_launch import prepare, run_training
 
     record, _ = run_training(prepare(kind, **options), timeout_s=300)
     ctx.save(record)

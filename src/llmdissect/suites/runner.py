@@ -109,7 +109,7 @@ def execute(plan: Plan, opts: RunOptions, store_path: Path, on_record=None) -> l
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
         TimeRemainingColumn
 
-    from llmdissect.cli.output import err_console
+    from llmdissect.console import err_console
     from llmdissect.results.store import open_store
 
     _terminate_on_sigterm()

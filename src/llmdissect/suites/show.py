@@ -1,7 +1,7 @@
 """How a suite's plan and outcome look on the terminal (tables on stdout)."""
 from __future__ import annotations
 
-from llmdissect.cli.output import console, human_bytes, human_rate, table
+from llmdissect.console import console, human_bytes, human_rate, table
 from llmdissect.results.schema import RunRecord
 from llmdissect.suites.runner import Plan, action
 

@@ -78,7 +78,7 @@ def write_scripts(plan, suite_file: Path, db_path: Path, out_dir: Path, timeout_
 
 def dispatch(plan, suite_arg: str, db_path: Path, opts, slurm_dir: Path | None, extra: list[str],
              submit: bool, json_out: bool) -> None:
-    from llmdissect.cli.output import console, print_json
+    from llmdissect.console import console, print_json
     from llmdissect.suites.spec import resolve
 
     suite_file = resolve(suite_arg).resolve()

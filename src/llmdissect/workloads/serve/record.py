@@ -8,7 +8,7 @@ from typing import Callable
 from llmdissect.errors import UserError
 from llmdissect.measure.env import capture_env
 from llmdissect.results.schema import RunRecord
-from llmdissect.workloads.serve.runner import ServeConfig, run_async
+from llmdissect.workloads.serve.loadgen import ServeConfig, run_async
 
 
 def serve_record(cfg: ServeConfig, api_key: str | None = None,
@@ -40,7 +40,7 @@ class ProgressBar:
     def __init__(self, title: str, total: int) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from llmdissect.cli.output import err_console
+        from llmdissect.console import err_console
 
         self._p = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                            TextColumn("requests"), TimeElapsedColumn(), console=err_console,

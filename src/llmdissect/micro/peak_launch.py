@@ -6,7 +6,7 @@ from typing import Any
 
 from llmdissect.micro import peak as pk
 
-TARGET = "llmdissect.micro.peak_run:run"
+TARGET = "llmdissect.micro.peak_launch:run"
 
 
 def _plan(device: str, quick: bool) -> tuple[dict[str, tuple[int, ...]], int]:
@@ -31,7 +31,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from llmdissect.measure.env import capture_device_env
-    from llmdissect.micro.progress import report
+    from llmdissect.progress import report
 
     torch.manual_seed(config.get("seed", 0))
     plans = {d: _plan(d, config["quick"]) for d in config["devices"]}
@@ -103,10 +103,10 @@ def run_peak(quick: bool = False, devices: list[str] | None = None, min_time_s: 
              progress: bool = True, timeout_s: float = 600, store_profile: bool = True,
              threads: int | None = None):
     """Measure, make the `ops` record (config.what = peak), write the profile. Returns (record, child)."""
-    from llmdissect.calibration import update_profile
+    from llmdissect.calibration_profile import update_profile
     from llmdissect.launch import run_child
     from llmdissect.measure.env import capture_env
-    from llmdissect.micro.progress import run_with_progress
+    from llmdissect.progress import run_with_progress
     from llmdissect.results.recording import record_from_child
     from llmdissect.results.schema import utc_now
 

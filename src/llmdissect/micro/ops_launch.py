@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmdissect.micro.ops import OpsConfig
+from llmdissect.micro.ops_child import OpsConfig
 
-TARGET = "llmdissect.micro.ops_run:run"
+TARGET = "llmdissect.micro.ops_launch:run"
 
 
 def ceilings(cfg: OpsConfig, profile: dict[str, Any]) -> dict[str, Any]:
@@ -28,7 +28,7 @@ def ceilings(cfg: OpsConfig, profile: dict[str, Any]) -> dict[str, Any]:
             sizes = {d: ((1024,) if d == "fp32" else (256,)) if dev == "cpu" else (4096,)}
             peaks[d] = max(r["flops_per_s"] for r in pk.matmul_rows(dev, sizes, 0.3))
         dram = dram or pk.copy_row(dev, (pk.COPY_BYTES_QUICK["cpu" if dev == "cpu" else "cuda"]), 0.3)["bytes_per_s"]
-    from llmdissect.micro.ops import LADDER_BYTES
+    from llmdissect.micro.ops_child import LADDER_BYTES
 
     ladder = [(float(r["bytes"]), r["bytes_per_s"]) for r in (pk.copy_row(dev, n, 0.05) for n in LADDER_BYTES)]
     if section.get("threads") and section["threads"] != torch.get_num_threads() and dev == "cpu":
@@ -42,11 +42,11 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     """Child entry: the rows of every case."""
     import torch
 
-    from llmdissect.calibration import load_profile
+    from llmdissect.calibration_profile import load_profile
     from llmdissect.measure import LoopPolicy, Timer, measure_loop
     from llmdissect.measure.env import capture_device_env
-    from llmdissect.micro.ops import build_cases, place_rows, raw_row
-    from llmdissect.micro.progress import report
+    from llmdissect.micro.ops_child import build_cases, place_rows, raw_row
+    from llmdissect.progress import report
 
     cfg = OpsConfig(**{k: v for k, v in config.items() if k in OpsConfig.model_fields})
     torch.manual_seed(cfg.seed)
@@ -124,10 +124,10 @@ def profile_update(record: Any) -> dict[str, Any]:
 
 def run_ops(cfg: OpsConfig, progress: bool = True, timeout_s: float = 1800, threads: int | None = None,
             store_profile: bool = True):
-    from llmdissect.calibration import update_profile
+    from llmdissect.calibration_profile import update_profile
     from llmdissect.launch import run_child
     from llmdissect.measure.env import capture_env
-    from llmdissect.micro.progress import run_with_progress
+    from llmdissect.progress import run_with_progress
     from llmdissect.results.recording import record_from_child
     from llmdissect.results.schema import utc_now
 

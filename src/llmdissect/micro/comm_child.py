@@ -1,6 +1,6 @@
 """The per-rank side of `bench comm`: collectives over torch.distributed, timed and checked.
 
-Run under torchrun by `llmdissect.launch.run_child("llmdissect.micro.comm:run", config, nproc=N)`.
+Run under torchrun by `llmdissect.launch.run_child("llmdissect.micro.comm_child:run", config, nproc=N)`.
 Each rank, for every operator, size and placement (docs/metrics.md, "Collectives"):
 
 - fills its buffers with known inputs: a base drawn with a fixed seed (the same on every

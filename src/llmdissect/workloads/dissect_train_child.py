@@ -1,5 +1,5 @@
 """The child side of `dissect pretrain|finetune`: the training child's build and step
-(workloads.train: `_build`, `_batches`, `Stepper`), a few untraced steps, then the same
+(workloads.train_child: `_build`, `_batches`, `Stepper`), a few untraced steps, then the same
 steps under torch.profiler with phase and module ranges, attributed by `dissect_attr`.
 
 Phase ranges come from the step's own marks: `PhaseTimer` is the bench command's timer
@@ -89,9 +89,9 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     from llmdissect.engines.distributed import init_distributed, shutdown
     from llmdissect.measure.env import capture_device_env
     from llmdissect.measure.timer import Timer
-    from llmdissect.micro.progress import report
+    from llmdissect.progress import report
     from llmdissect.workloads.dissect_attr import add_top_ops, attribute
-    from llmdissect.workloads.train import Stepper, _batches, _build, _phases
+    from llmdissect.workloads.train_child import Stepper, _batches, _build, _phases
     from llmdissect.workloads.train_config import TrainConfig
 
     cfg = TrainConfig(**config["train"])

@@ -7,13 +7,13 @@ from llmdissect.launch.child import ChildResult
 from llmdissect.results.schema import RunRecord
 from llmdissect.workloads.train_config import TrainConfig, record_config, validate
 
-TARGET = "llmdissect.workloads.train:run"
+TARGET = "llmdissect.workloads.train_child:run"
 
 
 def prepare(kind: str, **options: Any) -> TrainConfig:
     """A validated config (UserError on bad input), checked to fit in memory."""
     from llmdissect.config import parse_config
-    from llmdissect.workloads.train_fit import check_fits
+    from llmdissect.workloads.train_memory_gate import check_fits
 
     cfg = validate(parse_config(TrainConfig, kind=kind, **options))
     check_fits(cfg)

@@ -88,7 +88,7 @@ def _generate_kwargs(config: dict[str, Any], clock: TokenClock) -> dict[str, Any
 def run(config: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    from llmdissect.calibration import load_profile
+    from llmdissect.calibration_profile import load_profile
     from llmdissect.dtypes import dtype_bytes
     from llmdissect.measure import LoopPolicy, Timer, measure_loop
     from llmdissect.measure import memory

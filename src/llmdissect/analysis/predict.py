@@ -126,8 +126,8 @@ def predict_estimate(options: dict[str, Any]) -> Prediction:
 
 def predict_comm(config: dict[str, Any]) -> Prediction:
     """Predicted busbw of the first operator at the largest size (gloo on this CPU only)."""
-    from llmdissect.calibration import load_profile
-    from llmdissect.perfmodel.calibrate import machine_for
+    from llmdissect.calibration_profile import load_profile
+    from llmdissect.perfmodel.ceilings import machine_for
     from llmdissect.perfmodel.comm import FACTORS, collective_time_s
     from llmdissect.specs import resolve_platform
 

@@ -15,7 +15,7 @@ from llmdissect.errors import UserError
 from llmdissect.micro.collectives import (BACKENDS, DTYPES, buffer_bytes_per_rank, check_dtype, parse_ops,
                                           parse_size, size_sweep)
 
-TARGET = "llmdissect.micro.comm:run"
+TARGET = "llmdissect.micro.comm_child:run"
 HOOKS = ("check_offset", "die_rank", "hang_rank", "die_after_rows")
 
 
@@ -38,7 +38,7 @@ class CommRequest:
     rdzv_endpoint: str | None = None
     timeout_s: float = 900.0
     hooks: dict[str, Any] = field(default_factory=dict)
-    """Test hooks passed to the ranks (see llmdissect.micro.comm): never set by users."""
+    """Test hooks passed to the ranks (see llmdissect.micro.comm_child): never set by users."""
 
 
 def build_config(req: CommRequest) -> dict[str, Any]:
@@ -124,8 +124,8 @@ def run_comm(config: dict[str, Any], req: CommRequest, progress: bool = True):
 
 def add_summary(metrics: dict[str, Any]) -> None:
     """`avg_busbw_bytes_per_s` (nccl-tests' "Avg bus bandwidth": the mean busbw of all rows)
-    and `fits` (alpha-beta per operator, llmdissect.micro.comm_fit)."""
-    from llmdissect.micro.comm_fit import fit_rows
+    and `fits` (alpha-beta per operator, llmdissect.micro.comm_alpha_beta)."""
+    from llmdissect.micro.comm_alpha_beta import fit_rows
 
     rows = metrics["rows"]
     metrics["avg_busbw_bytes_per_s"] = sum(r["busbw_bytes_per_s"] for r in rows) / len(rows)
@@ -135,7 +135,7 @@ def add_summary(metrics: dict[str, Any]) -> None:
 def store_fits(record, path: str | Path | None = None, only_missing: bool = False) -> Path | None:
     """Write the record's fits into the calibration profile's `collectives.<backend>.<op>`.
     `only_missing`: leave operators that already have a fit alone (the quick suite's way)."""
-    from llmdissect.calibration import load_profile, update_profile
+    from llmdissect.calibration_profile import load_profile, update_profile
 
     fits = record.metrics.get("fits") or {}
     backend = record.config["backend"]
@@ -158,7 +158,7 @@ def _with_progress(launch, progress_file: Path, show: bool):
         return launch()
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from llmdissect.cli.output import err_console
+    from llmdissect.console import err_console
 
     stop = threading.Event()
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[rows]}"),

@@ -34,12 +34,12 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     from torch.profiler import ProfilerActivity, profile
 
     from llmdissect.measure.env import capture_device_env
-    from llmdissect.micro.progress import report
+    from llmdissect.progress import report
     from llmdissect.specs import get_model
     from llmdissect.techniques.quantization import apply_quantization
-    from llmdissect.workloads.dissect import add_module_ranges, summarize
+    from llmdissect.workloads.dissect_train_child import add_module_ranges, summarize
     from llmdissect.workloads.dissect_attr import add_top_ops, attribute
-    from llmdissect.workloads.infer import load_model
+    from llmdissect.workloads.infer_child import load_model
 
     device, n = config.get("device", "cpu"), int(config["profile_steps"])
     spec = get_model(config["model"])

@@ -33,7 +33,7 @@ def run_with_progress(launch: Callable[[dict[str, Any]], Any], config: dict[str,
             return launch(config)
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from llmdissect.cli.output import err_console
+        from llmdissect.console import err_console
 
         stop = threading.Event()
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -1,7 +1,7 @@
 """Where the model's ceilings come from: the hardware spec, overridden by calibration.
 
 Priority, lowest first: `defaults.DEFAULT_EFFICIENCY`, the hardware TOML's `[efficiency]`,
-then the calibration profile (`llmdissect.calibration`, written by `peak`, `bench ops` and
+then the calibration profile (`llmdissect.calibration_profile`, written by `peak`, `bench ops` and
 `bench comm`). A profile describes one machine, so it applies when the target is this
 machine's CPU, when its `gpus` section names the target device, or when the user passed it
 explicitly with `--calibration FILE`. Collective fits come from `collectives.<backend>`

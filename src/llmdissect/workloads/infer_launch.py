@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 from llmdissect.errors import UserError
 
-TARGET = "llmdissect.workloads.infer:run"
+TARGET = "llmdissect.workloads.infer_child:run"
 CACHES = ("dynamic", "static")
 DEFAULT_TIMEOUT_S = 1800.0
 

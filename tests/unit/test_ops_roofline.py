@@ -4,9 +4,9 @@ import pytest
 
 from llmdissect.measure.stats import Stats
 from llmdissect.micro import op_defs as od
-from llmdissect.micro.ops_child import bandwidth_ceiling, place_rows, raw_row
+from llmdissect.micro.ops_child import bandwidth_ceiling, efficiencies, place_rows, raw_row
 from llmdissect.micro.ops_cases import OpCase
-from llmdissect.micro.ops_launch import efficiencies, profile_update
+from llmdissect.micro.ops_launch import profile_update
 from llmdissect.micro.peak import theoretical_cpu_peak
 from llmdissect.workloads.dissect_attr import module_category
 

@@ -2,7 +2,7 @@
 uses to skip points that cannot fit) and what `validate` compares measurements against.
 
 A measured record's config (the shared keys of docs/developing.md) is turned into the
-options of `cli.estimate_cmd.build_estimate` on the machine it ran on: `cpu` (or `Nxcpu`
+options of `perfmodel.request.estimate_request` on the machine it ran on: `cpu` (or `Nxcpu`
 for N processes) with this machine's calibration profile. No torch is imported here.
 """
 from __future__ import annotations
@@ -58,7 +58,7 @@ def local_hardware(config: dict[str, Any]) -> str | None:
 
 
 def estimate_options(kind: str, config: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """(estimate kind, build_estimate options) for a measured config; UserError when the
+    """(estimate kind, estimate_request options) for a measured config; UserError when the
     estimator cannot express it."""
     hardware = local_hardware(config)
     if hardware is None:
@@ -85,7 +85,7 @@ def estimate_options(kind: str, config: dict[str, Any]) -> tuple[str, dict[str, 
 
 def estimate_measured(kind: str, config: dict[str, Any], calibration=None):
     """The Estimate of the configuration of a measured run (raises UserError when none)."""
-    from llmdissect.cli.estimate_cmd import build_estimate
+    from llmdissect.perfmodel.request import build_estimate
 
     ekind, opts = estimate_options(kind, config)
     return build_estimate(ekind, opts, calibration)
@@ -108,20 +108,6 @@ def predict_measured(kind: str, config: dict[str, Any]) -> Prediction:
         reason = None if fits else (f"does not fit: {nproc} processes x {total / 2**30:.2f} GiB needed, "
                                     f"{cap / 2**30:.2f} GiB of host memory")
     return Prediction(fits=fits, reason=reason, tokens_per_s=m.get("tokens_per_s"), memory_bytes=total, estimate=est)
-
-
-def predict_estimate(options: dict[str, Any]) -> Prediction:
-    """An `estimate` entry is its own prediction (computed once, at plan time)."""
-    from llmdissect.cli.estimate_cmd import build_estimate
-    from llmdissect.suites.kinds import estimate_opts
-
-    try:
-        est = build_estimate(options["workload"], estimate_opts(options))
-    except UserError as e:
-        return Prediction(reason=str(e))
-    m = est.metrics
-    return Prediction(fits=est.fits, reason=None if est.fits else est.verdict(), tokens_per_s=m.get("tokens_per_s"),
-                      memory_bytes=m["memory"]["total_bytes"], estimate=est)
 
 
 def predict_comm(config: dict[str, Any]) -> Prediction:

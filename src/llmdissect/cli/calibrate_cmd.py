@@ -16,14 +16,14 @@ def calibrate(model: str = typer.Option("tiny-llama", "--model", help="Model who
     import time
 
     from llmdissect.calibration_profile import load_profile
-    from llmdissect.cli.ops_cmd import parse_ops_config
     from llmdissect.console import console, note, print_json
+    from llmdissect.micro.ops_config import parse_ops_config
     from llmdissect.micro.ops_launch import run_ops
     from llmdissect.micro.peak_launch import run_peak
     from llmdissect.results.recording import save
     from llmdissect.results.store import check_writable
 
-    cfg = parse_ops_config(model, tokens, "both", "fp32", None, False, 0.1, "auto", 0)
+    cfg = parse_ops_config(model=model, tokens=tokens, quant=False, min_time_s=0.1)
     db_path = check_writable(db)
     t0 = time.perf_counter()
     records = []

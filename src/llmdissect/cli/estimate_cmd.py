@@ -13,61 +13,6 @@ import typer
 from llmdissect.console import console, human_bytes, human_count, human_rate, human_seconds, print_json, table
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
 
-KINDS = ("pretrain", "finetune", "infer")
-TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp", "lora_rank", "optimizer")
-INFER_ONLY = ("batch", "input_len", "output_len")
-
-
-def _light_env(calibration: Optional[Path]) -> dict:
-    """What an estimate's record carries: no measurement happened, so no library versions."""
-    import platform
-    import sys
-
-    from llmdissect import __version__
-
-    return {"llmdissect": __version__, "python": platform.python_version(), "hostname": platform.node(),
-            "command": " ".join(sys.argv), "calibration": str(calibration) if calibration else None}
-
-
-def build_estimate(kind: str, opts: dict, calibration: Optional[Path] = None):
-    """Validate the options and run the model: the Estimate (raises UserError on bad input)."""
-    from llmdissect.calibration_profile import load_profile
-    from llmdissect.errors import UserError
-    from llmdissect.perfmodel.ceilings import machine_for
-    from llmdissect.perfmodel.config import InferSetup, TrainSetup
-    from llmdissect.perfmodel.estimate import estimate_infer, estimate_train
-    from llmdissect.perfmodel.weights import LORA_TARGETS_DEFAULT, parse_lora_targets
-    from llmdissect.specs import get_model, resolve_platform
-
-    if kind not in KINDS:
-        raise UserError(f"unknown estimate kind {kind!r}; choose one of {', '.join(KINDS)}")
-    wrong = INFER_ONLY if kind != "infer" else TRAIN_ONLY
-    given = [k for k in wrong if opts.get(k) is not None]
-    if given:
-        raise UserError(f"--{given[0].replace('_', '-')} does not apply to `estimate {kind}`")
-    for key in ("gpus", "tp", "pp", "micro_batch", "seq", "grad_accum", "batch", "input_len", "output_len"):
-        if opts.get(key) is not None and opts[key] <= 0:
-            raise UserError(f"--{key.replace('_', '-')} must be a positive integer, got {opts[key]}")
-    model = get_model(opts["model"])
-    platform = resolve_platform(opts["hardware"], opts.get("gpus"))
-    dtype = opts.get("dtype") or ("fp32" if platform.device.kind == "cpu" else "bf16")
-    profile = load_profile(calibration, required=calibration is not None)
-    machine = machine_for(platform, dtype, profile, explicit=calibration is not None)
-    common = dict(model=model, platform=platform, dtype=dtype, attn=opts["attn"], quant=opts["quant"], tp=opts["tp"])
-    if kind == "infer":
-        setup = InferSetup(batch=opts.get("batch") or 1, input_len=opts.get("input_len") or 512,
-                           output_len=opts.get("output_len") or 128, **common)
-        return estimate_infer(setup, machine)
-    targets = parse_lora_targets(opts["lora_targets"]) if opts.get("lora_targets") else LORA_TARGETS_DEFAULT
-    setup = TrainSetup(kind=kind, micro_batch=opts.get("micro_batch") or 1,
-                       seq=opts.get("seq") or min(2048, model.max_position_embeddings),
-                       grad_accum=opts.get("grad_accum") or 1, zero=opts["zero"] if opts.get("zero") is not None else 0,
-                       offload=opts.get("offload") or "none", recompute=opts.get("recompute") or "none",
-                       pp=opts.get("pp") or 1, optimizer=opts.get("optimizer") or "adamw",
-                       lora_rank=opts.get("lora_rank") or 0, lora_targets=targets, **common)
-    return estimate_train(setup, machine)
-
-
 def estimate(
     kind: str = typer.Argument(..., help="pretrain | finetune | infer"),
     model: str = typer.Option(..., "--model", help="Model preset, TOML, or config.json."),
@@ -97,8 +42,10 @@ def estimate(
 ) -> None:
     """Predict per-device memory, step time, throughput and MFU of a configuration (no run)."""
     opts = {k: v for k, v in locals().items() if k not in ("kind", "calibration", "store", "db", "json_out")}
-    est = build_estimate(kind, opts, calibration)
-    record = est.to_record(_light_env(calibration))
+    from llmdissect.perfmodel.request import estimate_env, estimate_request, run_estimate
+
+    est = run_estimate(estimate_request(kind, **opts), calibration)
+    record = est.to_record(estimate_env(calibration))
     if store:
         from llmdissect.results.store import open_store  # not results.recording: it imports the launcher
 

@@ -30,6 +30,9 @@ COMMAND_MODULES = [
     "llmdissect.cli.estimate_cmd",
     "llmdissect.cli.advise_cmd",
     "llmdissect.cli.ops_cmd",
+    "llmdissect.cli.peak_cmd",
+    "llmdissect.cli.calibrate_cmd",
+    "llmdissect.cli.dissect_cmd",
 ]
 for _name in COMMAND_MODULES:
     importlib.import_module(_name).register(app, bench_app)

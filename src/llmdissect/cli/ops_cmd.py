@@ -1,5 +1,5 @@
 """`llmdissect bench ops`: every operator of a model's decoder layer at its real shapes,
-against its roofline. This module also registers `peak`, `calibrate` and `dissect`."""
+against its roofline."""
 from __future__ import annotations
 
 from typing import Optional
@@ -7,36 +7,6 @@ from typing import Optional
 import typer
 
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
-
-
-def parse_ops_config(model: str, tokens: int, passes: str, dtype: str, seqs: Optional[str], quant: bool,
-                     min_time: float, device: str, seed: int):
-    """A validated OpsConfig (UserError on bad input, before a child starts)."""
-    from llmdissect.config import parse_config
-    from llmdissect.errors import UserError
-    from llmdissect.micro.ops_child import OpsConfig
-    from llmdissect.specs.models import get_model
-    from llmdissect.workloads.train_config import resolve_device
-
-    if passes not in ("fwd", "bwd", "both"):
-        raise UserError(f"--pass must be fwd, bwd or both, got {passes!r}")
-    seq_list = None
-    if seqs:
-        try:
-            seq_list = [int(s) for s in seqs.split(",") if s.strip()]
-        except ValueError:
-            raise UserError(f"--seqs must be comma-separated integers, got {seqs!r}") from None
-        if not seq_list or min(seq_list) < 1:
-            raise UserError(f"--seqs must be positive integers, got {seqs!r}")
-    cfg = parse_config(OpsConfig, model=model, tokens=tokens, passes=passes, dtype=dtype, seqs=seq_list, quant=quant,
-                       min_time_s=min_time, device=resolve_device(device), seed=seed)
-    spec = get_model(cfg.model)
-    longest = max(seq_list or [min(tokens, spec.max_position_embeddings)])
-    if longest > spec.max_position_embeddings:
-        raise UserError(f"--seqs {longest} is longer than {spec.name} allows ({spec.max_position_embeddings})")
-    if cfg.device == "cuda":
-        cfg = cfg.model_copy(update={"device": "cuda:0"})
-    return cfg
 
 
 def show(record) -> None:
@@ -83,19 +53,16 @@ def ops(model: str = typer.Option("tiny-llama", "--model", help="Preset, model T
         db: DbPath = DbOpt, json_out: bool = JsonOpt) -> None:
     """Time every operator of a model's decoder layer at its real shapes, against its roofline."""
     from llmdissect.cli.recording import finish
+    from llmdissect.micro.ops_config import parse_ops_config
     from llmdissect.micro.ops_launch import run_ops
     from llmdissect.results.store import check_writable
 
-    cfg = parse_ops_config(model, tokens, passes, dtype, seqs, quant, min_time, device, seed)
+    cfg = parse_ops_config(model=model, tokens=tokens, passes=passes, dtype=dtype, seqs=seqs, quant=quant,
+                           min_time_s=min_time, device=device, seed=seed)
     db_path = check_writable(db)
     record, child = run_ops(cfg, progress=True, timeout_s=timeout, threads=threads, store_profile=profile)
     finish(record, db_path, json_out, show, user_error=child.user_error)
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
-    from llmdissect.cli import calibrate_cmd, dissect_cmd, peak_cmd
-
     bench_app.command("ops")(ops)
-    peak_cmd.register(app, bench_app)
-    calibrate_cmd.register(app, bench_app)
-    dissect_cmd.register(app, bench_app)

@@ -33,18 +33,5 @@ def report(out: Path = typer.Option(..., "--out", "-o", help="Folder to write re
     console.print(f"markdown: {md}")
 
 
-def write_run_report(db_path: Path, ids: list[str], suite: str) -> Path:
-    """The report of one suite run's records (the end of `run quick`), in a folder beside the
-    database (`<db stem>-<suite>-report/`); returns the path of report.html."""
-    from llmdissect.report.build import make_report
-    from llmdissect.report.select import select_records
-
-    records = select_records(db_path, ids=ids)
-    out = db_path.parent / f"{db_path.stem}-{suite}-report"
-    html, _ = make_report(records, out, title=f"llm-dissect: {suite} suite",
-                          subtitle=f"{len(records)} record(s) of this {suite} run, stored in {db_path}")
-    return html
-
-
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     app.command("report")(report)

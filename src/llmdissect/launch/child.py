@@ -18,28 +18,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from llmdissect.child_result import ChildResult
 from llmdissect.specs.hardware import usable_cores
 
 THREADS_ENV = "LLMDISSECT_THREADS"
 STDERR_TAIL_CHARS = 4000
-
-
-@dataclass
-class ChildResult:
-    status: str
-    """ok | failed | oom | timeout"""
-    result: dict[str, Any] | None = None
-    error: str | None = None
-    user_error: bool = False
-    """The child raised UserError: bad input only found at run time (exit 2 material)."""
-    returncode: int | None = None
-    wall_s: float = 0.0
-    output_tail: str = ""
-    rank_errors: dict[int, str] = field(default_factory=dict)
 
 
 def resolve_target(target: str) -> Callable[[dict[str, Any]], dict[str, Any]]:

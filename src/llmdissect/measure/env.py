@@ -15,7 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from llmdissect import __version__
+from llmdissect.version import __version__
 from llmdissect.specs.hardware import cpu_model_name, total_memory_bytes, usable_cores
 
 LIBRARIES = ("torch", "transformers", "tokenizers", "accelerate", "peft", "bitsandbytes", "torchao",

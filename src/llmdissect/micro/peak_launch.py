@@ -1,61 +1,10 @@
-"""`peak` end to end: the child measures every device, the parent makes the record and
-writes the calibration profile (`cpu` and `gpus.<device name>` sections)."""
+"""`peak`, the parent side: the child (`peak_child.run`) measures every device; this makes
+the record and writes the calibration profile (`cpu` and `gpus.<device name>` sections)."""
 from __future__ import annotations
 
 from typing import Any
 
-from llmdissect.micro import peak as pk
-
-TARGET = "llmdissect.micro.peak_launch:run"
-
-
-def _plan(device: str, quick: bool) -> tuple[dict[str, tuple[int, ...]], int]:
-    kind = "cuda" if device.startswith("cuda") else "cpu"
-    if kind == "cuda":
-        sizes = pk.GPU_SIZES_QUICK if quick else pk.GPU_SIZES
-    else:
-        sizes = pk.CPU_SIZES_QUICK if quick else pk.CPU_SIZES
-    return sizes, (pk.COPY_BYTES_QUICK if quick else pk.COPY_BYTES)[kind]
-
-
-def summarize_device(rows: list[dict[str, Any]], copy: dict[str, Any]) -> dict[str, Any]:
-    """Best sustained (median-time) FLOP/s per dtype over the sizes, and the copy bandwidth."""
-    best: dict[str, float] = {}
-    for r in rows:
-        best[r["dtype"]] = max(best.get(r["dtype"], 0.0), r["flops_per_s"])
-    return {"peak_flops_per_s": best, "memory_bandwidth_bytes_per_s": copy["bytes_per_s"], "rows": rows + [copy]}
-
-
-def run(config: dict[str, Any]) -> dict[str, Any]:
-    """Child entry: {"devices": [...], "quick": bool, "min_time_s": float}."""
-    import torch
-
-    from llmdissect.measure.env import capture_device_env
-    from llmdissect.progress import report
-
-    torch.manual_seed(config.get("seed", 0))
-    plans = {d: _plan(d, config["quick"]) for d in config["devices"]}
-    total = sum(sum(len(v) for v in s.values()) + 1 for s, _ in plans.values())
-    done = [0]
-    out: dict[str, Any] = {}
-    for device, (sizes, nbytes) in plans.items():
-        def tick(device=device) -> None:
-            done[0] += 1
-            report(config, done[0], total, f"{device} matmuls")
-        report(config, done[0], total, f"{device} matmuls")
-        rows = pk.matmul_rows(device, sizes, config["min_time_s"], config.get("seed", 0), progress=tick)
-        report(config, done[0], total, f"{device} copy")
-        copy = pk.copy_row(device, nbytes, config["min_time_s"], config.get("seed", 0))
-        done[0] += 1
-        name = "cpu" if device == "cpu" else torch.cuda.get_device_name(int(device.split(":")[1]))
-        entry = {"device": device, "name": name, **summarize_device(rows, copy)}
-        if device == "cpu":
-            theory = pk.theoretical_cpu_peak(torch.get_num_threads())
-            entry["theoretical_peak_flops_per_s"] = theory.pop("flops_per_s")
-            entry["theoretical"] = theory
-            entry["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
-        out[device] = entry
-    return {"metrics": {"devices": out, "threads": torch.get_num_threads()}, "env": capture_device_env()}
+TARGET = "llmdissect.micro.peak_child:run"
 
 
 def visible_devices() -> list[str]:

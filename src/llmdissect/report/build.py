@@ -77,3 +77,15 @@ def make_report(records: list[RunRecord], out_dir: Path, *, title: str, subtitle
         profile = {}
     sections = build_sections(records, profile, estimate_missing) + list(extra or [])
     return write_report(Report(title, subtitle, sections), out_dir)
+
+
+def write_run_report(db_path: Path, ids: list[str], suite: str) -> Path:
+    """The report of one suite run's records (the end of `run quick`), in a folder beside the
+    database (`<db stem>-<suite>-report/`); returns the path of report.html."""
+    from llmdissect.report.select import select_records
+
+    records = select_records(db_path, ids=ids)
+    out = db_path.parent / f"{db_path.stem}-{suite}-report"
+    html, _ = make_report(records, out, title=f"llm-dissect: {suite} suite",
+                          subtitle=f"{len(records)} record(s) of this {suite} run, stored in {db_path}")
+    return html

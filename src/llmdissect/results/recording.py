@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from llmdissect.launch.child import ChildResult
+from llmdissect.child_result import ChildResult
 from llmdissect.results.schema import RunRecord
 from llmdissect.results.store import open_store
 

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from llmdissect import __version__
+from llmdissect.version import __version__
 from llmdissect.errors import UserError
 
 KINDS = ("pretrain", "finetune", "infer", "serve", "ops", "comm", "estimate", "plan")

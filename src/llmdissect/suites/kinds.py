@@ -26,7 +26,7 @@ ESTIMATE = {"workload": STR, "model": STR, "hardware": STR, "gpus": INT, "dtype"
             "seq": INT, "grad_accum": INT, "zero": INT, "offload": STR, "recompute": STR, "attn": STR, "tp": INT,
             "pp": INT, "optimizer": STR, "lora_rank": INT, "lora_targets": STR, "quant": STR, "batch": INT,
             "input_len": INT, "output_len": INT}
-OPS = None  # checked by llmdissect.micro.ops_child.OpsConfig (`bench ops`)
+OPS = None  # checked by llmdissect.micro.ops_config.OpsConfig (`bench ops`)
 
 KIND_OPTIONS: dict[str, dict[str, tuple] | None] = {
     "pretrain": _TRAIN, "finetune": _TRAIN, "infer": INFER, "serve": SERVE, "ops": OPS, "comm": COMM,
@@ -115,7 +115,7 @@ def _check_ops(options: dict[str, Any]) -> dict[str, Any]:
     from pydantic import ValidationError
 
     try:
-        from llmdissect.micro.ops_child import OpsConfig
+        from llmdissect.micro.ops_config import OpsConfig
     except ImportError:  # no operator benchmark in this build: the point will be skipped
         return dict(options)
     try:
@@ -149,6 +149,6 @@ def _check_estimate(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def estimate_opts(options: dict[str, Any]) -> dict[str, Any]:
-    """The options of an `estimate` entry as `cli.estimate_cmd.build_estimate` takes them."""
+    """The options of an `estimate` entry as `perfmodel.request.estimate_request` takes them."""
     opts = {k: v for k, v in options.items() if k != "workload"}
     return {"attn": "sdpa", "quant": "none", "tp": 1, **opts}

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from llmdissect.errors import UserError
 from llmdissect.results.schema import RunRecord
-from llmdissect.analysis.predict import Prediction, predict_estimate, predict_measured
+from llmdissect.analysis.predict import Prediction, predict_measured
 from llmdissect.suites.spec import Point
 
 DEFAULT_TIMEOUT_S = 1800.0
@@ -112,7 +112,7 @@ def _plan_serve(p: Planned) -> Planned:
 def _plan_ops(p: Planned) -> Planned:
     p.config = dict(p.point.options)
     try:
-        from llmdissect.micro.ops_child import OpsConfig
+        from llmdissect.micro.ops_config import OpsConfig
     except ImportError:
         p.skip = "no operator benchmark (`bench ops`) in this build"
         return p
@@ -202,6 +202,20 @@ def _run_serve(p: Planned, timeout: float, limit: int | None) -> RunRecord:
 
 
 def _run_estimate(p: Planned, timeout: float, limit: int | None) -> RunRecord:
-    from llmdissect.cli.estimate_cmd import _light_env
+    from llmdissect.perfmodel.request import estimate_env
 
-    return p.prediction.estimate.to_record(_light_env(None))
+    return p.prediction.estimate.to_record(estimate_env(None))
+
+
+def predict_estimate(options: dict[str, Any]) -> Prediction:
+    """An `estimate` entry is its own prediction (computed once, at plan time)."""
+    from llmdissect.perfmodel.request import build_estimate
+    from llmdissect.suites.kinds import estimate_opts
+
+    try:
+        est = build_estimate(options["workload"], estimate_opts(options))
+    except UserError as e:
+        return Prediction(reason=str(e))
+    m = est.metrics
+    return Prediction(fits=est.fits, reason=None if est.fits else est.verdict(), tokens_per_s=m.get("tokens_per_s"),
+                      memory_bytes=m["memory"]["total_bytes"], estimate=est)

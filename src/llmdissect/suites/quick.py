@@ -106,7 +106,7 @@ def run_quick(db: Path | None, only: list[str] | None = None) -> int:
     console.print(f"Results: {db_path} ({summary}); see `llmdissect results list --suite quick --db {db_path}`")
     if ctx.records:  # the records are stored already: a report that fails loses nothing
         try:
-            from llmdissect.cli.report_cmd import write_run_report
+            from llmdissect.report.build import write_run_report
 
             console.print(f"Report: {write_run_report(db_path, [r.id for r in ctx.records], SUITE_NAME)}")
         except Exception as e:

@@ -17,9 +17,9 @@ ESTIMATES = [
 
 
 def _estimates(ctx: QuickContext) -> None:
-    from llmdissect.cli.estimate_cmd import _light_env, build_estimate
+    from llmdissect.perfmodel.request import build_estimate, estimate_env
 
-    env = _light_env(None)
+    env = estimate_env(None)
     for kind, opts in ESTIMATES:
         opts = {"attn": "sdpa", "quant": "none", "tp": 1, **opts}
         est = build_estimate(kind, opts)

@@ -28,7 +28,7 @@ def _peak(ctx: QuickContext) -> None:
 
 
 def _ops(ctx: QuickContext) -> None:
-    from llmdissect.micro.ops_child import OpsConfig
+    from llmdissect.micro.ops_config import OpsConfig
     from llmdissect.micro.ops_launch import run_ops
 
     cfg = OpsConfig(model="tiny-llama", tokens=64, passes="both", min_time_s=0.01, seqs=[64], quant=False,

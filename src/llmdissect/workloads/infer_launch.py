@@ -33,21 +33,6 @@ def parse_list(text: str | Iterable[Any], option: str, kind: type = int) -> list
     return list(dict.fromkeys(values))
 
 
-def local_device(requested: str) -> tuple[str, str]:
-    """(torch device, hardware name for the record) without importing torch: a GPU is used
-    when nvidia-smi lists one (`auto`), `cpu` otherwise."""
-    from llmdissect.measure.env import nvidia_smi
-
-    if requested not in ("auto", "cpu", "cuda"):
-        raise UserError(f"unknown device {requested!r}; choose auto, cpu or cuda")
-    gpus = nvidia_smi()
-    if requested == "cuda" and not gpus:
-        raise UserError("--device cuda asked for, but no NVIDIA GPU is visible on this machine")
-    if requested == "cpu" or not gpus:
-        return "cpu", "cpu"
-    return "cuda", gpus[0]["name"]
-
-
 def expand_grid(*, model: str, batch: list[int], input_len: list[int], output_len: list[int], dtype: str,
                 attn: str, cache: list[str], quant: list[str], compile: bool, warmup: int, repeats: int,
                 seed: int = 0, device: str = "auto") -> list[dict[str, Any]]:
@@ -73,7 +58,10 @@ def expand_grid(*, model: str, batch: list[int], input_len: list[int], output_le
     if longest > spec.max_position_embeddings:
         raise UserError(f"input_len + output_len = {longest} exceeds {spec.name}'s "
                         f"max_position_embeddings ({spec.max_position_embeddings})")
-    dev, hardware = local_device(device)
+    from llmdissect.measure.devices import resolve_device
+
+    local = resolve_device(device)
+    dev, hardware = local.torch_device, local.hardware
     points = []
     for q, c, b, i, o in itertools.product(quant, cache, batch, input_len, output_len):
         points.append({"model": model, "hardware": hardware, "batch": b, "input_len": i, "output_len": o,

@@ -129,27 +129,20 @@ def validate(cfg: TrainConfig) -> TrainConfig:
     known = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
     if not targets or set(targets) - known:
         raise UserError(f"--lora-targets must name modules among {', '.join(sorted(known))}")
-    device = resolve_device(cfg.device)
+    from llmdissect.measure.devices import resolve_device
+
+    device = resolve_device(cfg.device).torch_device
     if cfg.attn == "flash" and device != "cuda":
         raise UserError("--attn flash needs a CUDA GPU with the flash-attn package; use sdpa on this device")
     return cfg.model_copy(update={"device": device})
 
 
-def resolve_device(device: str) -> str:
-    """`auto` becomes cuda where a CUDA device is visible (asked of nvidia-smi, not torch)."""
-    if device not in ("auto", "cpu", "cuda"):
-        raise UserError(f"--device must be auto, cpu or cuda, got {device!r}")
-    if device != "auto":
-        return device
-    from llmdissect.measure.env import nvidia_smi
-
-    return "cuda" if nvidia_smi() else "cpu"
-
-
 def record_config(cfg: TrainConfig) -> dict:
     """The record's config: the shared keys of docs/developing.md plus this run's own."""
     d = cfg.model_dump(exclude={"kind", "rdzv_endpoint"})
-    d["hardware"] = "cpu" if cfg.device == "cpu" else "cuda"
+    from llmdissect.measure.devices import hardware_name
+
+    d["hardware"] = hardware_name(cfg.device)
     d.update(tp=cfg.tp, dp=cfg.world_size // cfg.tp, pp=1, quant="nf4" if cfg.method == "qlora" else "none")
     if cfg.engine == "deepspeed":
         from llmdissect.engines.deepspeed_config import effective_ds_config

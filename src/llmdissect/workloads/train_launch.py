@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmdissect.launch.child import ChildResult
+from llmdissect.child_result import ChildResult
 from llmdissect.results.schema import RunRecord
 from llmdissect.workloads.train_config import TrainConfig, record_config, validate
 

@@ -1,0 +1,133 @@
+"""What `estimate` is asked, as one typed request, and the function that answers it.
+
+`EstimateRequest` holds the options of `llmdissect estimate pretrain|finetune|infer` (the
+CLI's options, a suite's `estimate` entries and `llmdissect.estimate(...)` all build one);
+`run_estimate(request)` resolves the model and platform, reads the calibration profile and
+runs the analytical model. No torch, no measurement.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+from llmdissect.errors import UserError
+
+KINDS = ("pretrain", "finetune", "infer")
+TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp", "lora_rank", "optimizer")
+INFER_ONLY = ("batch", "input_len", "output_len")
+POSITIVE = ("gpus", "tp", "pp", "micro_batch", "seq", "grad_accum", "batch", "input_len", "output_len")
+
+
+class EstimateRequest(BaseModel):
+    """One configuration to estimate. Unset (None) options take the defaults shown in brackets."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["pretrain", "finetune", "infer"]
+    """What is estimated: a pre-training step, a fine-tuning step, or offline inference."""
+    model: str
+    """Model preset, model TOML, or config.json."""
+    hardware: str
+    """A device (a800, h100, cpu) or a platform (8xa800)."""
+    gpus: Optional[int] = None
+    """Number of devices [the platform's]."""
+    dtype: Optional[str] = None
+    """fp32 | bf16 | fp16 [bf16 on GPUs, fp32 on CPU]."""
+    micro_batch: Optional[int] = None
+    """Sequences per micro-batch per device [1] (training)."""
+    seq: Optional[int] = None
+    """Training sequence length [2048, or the model's maximum when shorter]."""
+    grad_accum: Optional[int] = None
+    """Micro-batches per optimizer step [1] (training)."""
+    zero: Optional[int] = None
+    """ZeRO stage 0..3 [0] (training)."""
+    offload: Optional[str] = None
+    """none | optimizer | params [none] (training)."""
+    recompute: Optional[str] = None
+    """none | selective | full [none] (training)."""
+    attn: str = "sdpa"
+    """eager | sdpa | flash."""
+    tp: int = 1
+    """Tensor-parallel degree."""
+    pp: Optional[int] = None
+    """Pipeline-parallel degree [1] (training)."""
+    optimizer: Optional[str] = None
+    """adamw | adamw-fused | adamw-8bit | adam | sgd [adamw] (training)."""
+    lora_rank: Optional[int] = None
+    """LoRA rank (finetune; 0 = full fine-tuning)."""
+    lora_targets: Optional[str] = None
+    """Modules with adapters [q_proj,k_proj,v_proj,o_proj] or 'all' (finetune)."""
+    quant: str = "none"
+    """none | int8 | int8-bnb | nf4 | ...: the QLoRA base, or the inference weights."""
+    batch: Optional[int] = None
+    """Sequences per batch [1] (infer)."""
+    input_len: Optional[int] = None
+    """Prompt tokens [512] (infer)."""
+    output_len: Optional[int] = None
+    """Generated tokens [128] (infer)."""
+
+
+def estimate_request(kind: str, **options: Any) -> EstimateRequest:
+    """A checked request from keyword options (None values mean unset); UserError on bad input."""
+    from llmdissect.config import parse_config
+
+    if kind not in KINDS:
+        raise UserError(f"unknown estimate kind {kind!r}; choose one of {', '.join(KINDS)}")
+    wrong = INFER_ONLY if kind != "infer" else TRAIN_ONLY
+    given = [k for k in wrong if options.get(k) is not None]
+    if given:
+        raise UserError(f"--{given[0].replace('_', '-')} does not apply to `estimate {kind}`")
+    for key in POSITIVE:
+        value = options.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+            raise UserError(f"--{key.replace('_', '-')} must be a positive integer, got {value}")
+    values = {k: v for k, v in options.items() if v is not None}
+    return parse_config(EstimateRequest, kind=kind, **values)
+
+
+def run_estimate(request: EstimateRequest, calibration: str | os.PathLike | None = None):
+    """The Estimate of `request` on its platform, with this machine's calibration profile
+    (or `calibration`, which must then exist). Raises UserError on bad input."""
+    from llmdissect.calibration_profile import load_profile
+    from llmdissect.perfmodel.ceilings import machine_for
+    from llmdissect.perfmodel.config import InferSetup, TrainSetup
+    from llmdissect.perfmodel.estimate import estimate_infer, estimate_train
+    from llmdissect.perfmodel.weights import LORA_TARGETS_DEFAULT, parse_lora_targets
+    from llmdissect.specs import get_model, resolve_platform
+
+    r = request
+    model = get_model(r.model)
+    platform = resolve_platform(r.hardware, r.gpus)
+    dtype = r.dtype or ("fp32" if platform.device.kind == "cpu" else "bf16")
+    profile = load_profile(calibration, required=calibration is not None)
+    machine = machine_for(platform, dtype, profile, explicit=calibration is not None)
+    common = dict(model=model, platform=platform, dtype=dtype, attn=r.attn, quant=r.quant, tp=r.tp)
+    if r.kind == "infer":
+        setup = InferSetup(batch=r.batch or 1, input_len=r.input_len or 512, output_len=r.output_len or 128,
+                           **common)
+        return estimate_infer(setup, machine)
+    targets = parse_lora_targets(r.lora_targets) if r.lora_targets else LORA_TARGETS_DEFAULT
+    setup = TrainSetup(kind=r.kind, micro_batch=r.micro_batch or 1,
+                       seq=r.seq or min(2048, model.max_position_embeddings), grad_accum=r.grad_accum or 1,
+                       zero=r.zero if r.zero is not None else 0, offload=r.offload or "none",
+                       recompute=r.recompute or "none", pp=r.pp or 1, optimizer=r.optimizer or "adamw",
+                       lora_rank=r.lora_rank or 0, lora_targets=targets, **common)
+    return estimate_train(setup, machine)
+
+
+def build_estimate(kind: str, options: dict[str, Any], calibration: str | os.PathLike | None = None):
+    """`run_estimate(estimate_request(kind, **options))`: the Estimate of keyword options."""
+    return run_estimate(estimate_request(kind, **options), calibration)
+
+
+def estimate_env(calibration: str | os.PathLike | None = None) -> dict[str, Any]:
+    """What an estimate's record carries: no measurement happened, so no library versions."""
+    import platform
+    import sys
+
+    from llmdissect.version import __version__
+
+    return {"llmdissect": __version__, "python": platform.python_version(), "hostname": platform.node(),
+            "command": " ".join(sys.argv), "calibration": str(calibration) if calibration else None}

@@ -1,6 +1,5 @@
-"""`llmdissect calibrate`: `peak`, then the operators of a small model (per-class
-efficiencies) and, unless told not to, a 2-process gloo collective fit, all into this
-machine's calibration profile, which `estimate` then reads."""
+"""`llmdissect calibrate`: measure this machine's ceilings, efficiencies and collective fits
+into its calibration profile (`micro.calibrate_launch`), and show what was stored."""
 from __future__ import annotations
 
 import typer
@@ -17,30 +16,14 @@ def calibrate(model: str = typer.Option("tiny-llama", "--model", help="Model who
 
     from llmdissect.calibration_profile import load_profile
     from llmdissect.console import console, note, print_json
+    from llmdissect.micro.calibrate_launch import run_calibration
     from llmdissect.micro.ops_config import parse_ops_config
-    from llmdissect.micro.ops_launch import run_ops
-    from llmdissect.micro.peak_launch import run_peak
-    from llmdissect.results.recording import save
     from llmdissect.results.store import check_writable
 
-    cfg = parse_ops_config(model=model, tokens=tokens, quant=False, min_time_s=0.1)
+    parse_ops_config(model=model, tokens=tokens)  # bad input exits 2 before anything runs
     db_path = check_writable(db)
     t0 = time.perf_counter()
-    records = []
-    record, _ = run_peak(quick=False, progress=not json_out, min_time_s=0.5)
-    records.append(save(record, db_path))
-    if record.status == "ok":
-        record, _ = run_ops(cfg, progress=not json_out)
-        records.append(save(record, db_path))
-    if record.status == "ok" and comm:
-        from llmdissect.micro.comm_launch import CommRequest, build_config, run_comm, store_fits
-
-        req = CommRequest(ops="all_reduce,all_gather", min_bytes="1K", max_bytes="16M", factor=4, iters=10,
-                          warmup=2, backend="gloo", nproc=2, timeout_s=240)
-        crec, _ = run_comm(build_config(req), req, progress=not json_out)
-        records.append(save(crec, db_path))
-        if crec.status == "ok":
-            store_fits(crec)
+    records = run_calibration(db_path, model=model, tokens=tokens, comm=comm, progress=not json_out)
     wall = time.perf_counter() - t0
     failed = [r for r in records if r.status != "ok"]
     profile = load_profile()

@@ -44,3 +44,30 @@ def test_attribution_of_real_steps(options):
                     "optimizer"):
             assert step["modules_s"][key] > 0, key
     assert result["top_ops"][0]["self_s"] > 0
+
+
+def _step(step_s, forward):
+    modules = {"MLP": forward, "optimizer": step_s - forward}
+    return {"step_s": step_s, "phases_s": {"forward": forward, "optimizer": step_s - forward},
+            "phases_share": {"forward": forward / step_s, "optimizer": 1 - forward / step_s},
+            "modules_s": modules, "modules_share": {k: v / step_s for k, v in modules.items()}}
+
+
+def test_profile_metrics_are_medians_and_per_step_means():
+    from llmdissect.workloads.dissect_attr import add_top_ops, profile_metrics
+
+    ops = {}
+    add_top_ops(ops, {"top_ops": [{"op": "aten::mm", "self_s": 0.4, "calls": 3}]})
+    add_top_ops(ops, {"top_ops": [{"op": "aten::mm", "self_s": 0.2, "calls": 3},
+                                  {"op": "aten::add", "self_s": 0.1, "calls": 1}]})
+    steps = [_step(1.0, 0.6), _step(3.0, 1.0)]
+    m = profile_metrics(steps, ops, [0.5, 1.5], trace=None)
+    assert m["untraced_step_s"] == 1.0 and m["profiled_step_s"] == 2.0
+    assert m["profiling_overhead"] == pytest.approx(1.0)
+    assert m["phases_s"]["forward"] == pytest.approx(0.8) and m["modules_s"]["MLP"] == pytest.approx(0.8)
+    assert sum(m["modules_share"].values()) == pytest.approx(1)
+    # per traced step (a step without the operator counts 0), shares of the mean step (2 s)
+    assert [(o["op"], o["self_s"], o["calls"]) for o in m["top_ops"]] == [
+        ("aten::mm", pytest.approx(0.3), 3), ("aten::add", pytest.approx(0.05), 0.5)]
+    assert m["top_ops"][0]["share"] == pytest.approx(0.15)
+    assert m["per_step"] is steps and m["untraced_steps_s"] == [0.5, 1.5] and m["trace"] is None

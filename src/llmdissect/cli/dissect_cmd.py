@@ -8,25 +8,12 @@ from typing import Any, Optional
 import typer
 
 from llmdissect.cli import train_cmd as tc
-from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
+from llmdissect.cli.options import DbOpt, DbPath, JsonOpt, config_options
 
 dissect_app = typer.Typer(no_args_is_help=True, help="Where a step's time goes: phases, modules, top operators "
                                                       "(torch.profiler).")
 STEPS = typer.Option(3, "--profile-steps", help="Traced steps, each paired with an untraced one.")
 TRACE = typer.Option(None, "--trace", help="Write the first traced step as a Chrome/Perfetto trace (JSON).")
-
-
-def _check(profile_steps: int, trace: Optional[Path]) -> Optional[str]:
-    from llmdissect.errors import UserError
-
-    if profile_steps < 1:
-        raise UserError(f"--profile-steps must be at least 1, got {profile_steps}")
-    if trace is None:
-        return None
-    trace = Path(trace)
-    if trace.is_dir() or not trace.parent.is_dir():
-        raise UserError(f"--trace {trace}: not a file in an existing folder")
-    return str(trace.resolve())
 
 
 def show(record) -> None:
@@ -51,37 +38,21 @@ def show(record) -> None:
     console.print(f"record {record.id} stored")
 
 
-def _run(target: str, child_config: dict[str, Any], record_config: dict[str, Any], db, json_out: bool,
-         timeout: float, threads: Optional[int]) -> None:
+# Command arguments that are not fields of the point profiled: how to run and where to store.
+_RUN_ARGS = {"timeout", "threads", "db", "json_out"}
+
+
+def _run(workload: str, args: dict[str, Any]) -> None:
+    """The plan of `workload` from the command's arguments (its `locals()`) by name, then the
+    store's check, the profiling child and the record."""
     from llmdissect.cli.recording import finish
-    from llmdissect.launch import run_child
-    from llmdissect.measure.env import capture_env
-    from llmdissect.progress import run_with_progress
-    from llmdissect.results.recording import record_from_child
-    from llmdissect.results.schema import utc_now
     from llmdissect.results.store import check_writable
+    from llmdissect.workloads.dissect_launch import plan_for, run_dissect
 
-    db_path = check_writable(db)
-    started = utc_now()
-    child = run_with_progress(lambda cfg: run_child(target, cfg, timeout_s=timeout, threads=threads), child_config,
-                              "dissect", True)
-    record = record_from_child("ops", record_config, child, capture_env(), started_at=started)
-    finish(record, db_path, json_out, show, user_error=child.user_error)
-
-
-def _train(kind: str, opts: dict, profile_steps: int, trace: Optional[Path], db, json_out: bool, timeout: float,
-           threads: Optional[int]) -> None:
-    from llmdissect.errors import UserError
-    from llmdissect.workloads.train_config import record_config
-    from llmdissect.workloads.train_launch import prepare
-
-    cfg = prepare(kind, **opts)
-    if cfg.world_size > 1:
-        raise UserError("dissect profiles one process; run it without --nproc/--nnodes (communication is 0 there)")
-    trace_path = _check(profile_steps, trace)
-    rec = {"what": "dissect", "workload": kind, **record_config(cfg), "profile_steps": profile_steps}
-    _run("llmdissect.workloads.dissect_train_child:run", {"train": cfg.model_dump(), "profile_steps": profile_steps,
-                                              "trace": trace_path}, rec, db, json_out, timeout, threads)
+    plan = plan_for(workload, **config_options(args, _RUN_ARGS))
+    db_path = check_writable(args["db"])
+    record, child = run_dissect(plan, timeout_s=args["timeout"], threads=args["threads"])
+    finish(record, db_path, args["json_out"], show, user_error=child.user_error)
 
 
 def pretrain(model: str = tc.M, recompute: str = tc.RECOMPUTE, attn: str = tc.ATTN, dtype: str = tc.DTYPE,
@@ -91,9 +62,7 @@ def pretrain(model: str = tc.M, recompute: str = tc.RECOMPUTE, attn: str = tc.AT
              profile_steps: int = STEPS, trace: Optional[Path] = TRACE, timeout: float = tc.TIMEOUT,
              threads: Optional[int] = tc.THREADS, db: DbPath = DbOpt, json_out: bool = JsonOpt) -> None:
     """Profile pre-training steps (the options of `bench pretrain`, one process)."""
-    opts = tc._common(model, None, 0, "none", recompute, attn, dtype, optimizer, micro_batch, seq, grad_accum, 1,
-                      warmup, 1, 1, None, compile_, data, tokenizer, seed, device, lr)
-    _train("pretrain", opts, profile_steps, trace, db, json_out, timeout, threads)
+    _run("pretrain", locals())
 
 
 def finetune(model: str = tc.M, method: str = typer.Option("lora", "--method", help="full | lora | qlora."),
@@ -105,10 +74,7 @@ def finetune(model: str = tc.M, method: str = typer.Option("lora", "--method", h
              trace: Optional[Path] = TRACE, timeout: float = tc.TIMEOUT, threads: Optional[int] = tc.THREADS,
              db: DbPath = DbOpt, json_out: bool = JsonOpt) -> None:
     """Profile fine-tuning steps: full, LoRA or QLoRA (the options of `bench finetune`, one process)."""
-    opts = tc._common(model, None, 0, "none", recompute, attn, dtype, optimizer, micro_batch, seq, grad_accum, 1,
-                      warmup, 1, 1, None, False, None, None, seed, device, lr)
-    opts.update(method=method, lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets)
-    _train("finetune", opts, profile_steps, trace, db, json_out, timeout, threads)
+    _run("finetune", locals())
 
 
 def infer(model: str = typer.Option("tiny-llama", "--model"), batch: int = typer.Option(1, "--batch"),
@@ -120,21 +86,7 @@ def infer(model: str = typer.Option("tiny-llama", "--model"), batch: int = typer
           timeout: float = tc.TIMEOUT, threads: Optional[int] = tc.THREADS, db: DbPath = DbOpt,
           json_out: bool = JsonOpt) -> None:
     """Profile offline generate calls (the options of `bench infer`, one point): prefill, decode, modules."""
-    from llmdissect.errors import UserError
-    from llmdissect.workloads.infer_launch import expand_grid, skip_reason
-
-    if batch < 1 or input_len < 1 or output_len < 1:
-        raise UserError("--batch, --input-len and --output-len must be at least 1")
-    point = expand_grid(model=model, batch=[batch], input_len=[input_len], output_len=[output_len], dtype=dtype,
-                        attn=attn, cache=[cache], quant=[quant], compile=False, warmup=warmup, repeats=1, seed=seed,
-                        device=device)[0]
-    reason = skip_reason(point)
-    if reason:
-        raise UserError(reason)
-    trace_path = _check(profile_steps, trace)
-    rec = {"what": "dissect", "workload": "infer", **point, "profile_steps": profile_steps}
-    _run("llmdissect.workloads.dissect_infer_child:run", {**point, "profile_steps": profile_steps, "trace": trace_path},
-         rec, db, json_out, timeout, threads)
+    _run("infer", locals())
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:

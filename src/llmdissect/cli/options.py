@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Iterable, Optional
 
 import typer
 
@@ -11,3 +11,11 @@ DbOpt = typer.Option(None, "--db", help="Results database (default: $LLMDISSECT_
                      show_default=False)
 
 DbPath = Optional[Path]
+
+
+def config_options(args: dict[str, Any], run_args: Iterable[str]) -> dict[str, Any]:
+    """A command's arguments (its `locals()`) as the keywords of its config, by name: the
+    arguments in `run_args` (how to run, where to store) left out, and `compile_` (the
+    Python name of --compile) spelled `compile`. Nothing is copied by position."""
+    skip = set(run_args)
+    return {("compile" if k == "compile_" else k): v for k, v in args.items() if k not in skip}

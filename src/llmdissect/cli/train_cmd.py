@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
+from llmdissect.cli.options import DbOpt, DbPath, JsonOpt, config_options
 from llmdissect.console import console, human_bytes, human_count, human_rate, human_seconds, note, table
 
 
@@ -64,23 +64,14 @@ class _nothing:
         return False
 
 
-def _common(model, engine, zero, offload, recompute, attn, dtype, optimizer, micro_batch, seq, grad_accum, steps,
-            warmup, nproc, nnodes, rdzv_endpoint, compile_, data, tokenizer, seed, device, lr, ds_config=None,
-            tp=1) -> dict:
-    """The TrainConfig fields of the shared training options (used by `dissect`)."""
-    options = dict(locals())
-    options["compile"] = options.pop("compile_")
-    return options
-
-
 # Command arguments that are not fields of TrainConfig: how to run and where to store.
 _RUN_ARGS = {"timeout", "max_memory", "threads", "db", "json_out"}
 
 
 def _run(kind: str, args: dict) -> None:
-    """Split a command's arguments into the TrainConfig fields and the run options."""
-    options = {("compile" if k == "compile_" else k): v for k, v in args.items() if k not in _RUN_ARGS}
-    _bench(kind, options, args["db"], args["json_out"], args["timeout"], args["max_memory"], args["threads"])
+    """Split a command's arguments (its `locals()`) into the TrainConfig fields and the run options."""
+    _bench(kind, config_options(args, _RUN_ARGS), args["db"], args["json_out"], args["timeout"], args["max_memory"],
+           args["threads"])
 
 
 M = typer.Option("tiny-llama", "--model", help="Preset, model TOML, config.json or model folder.")

@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
+from llmdissect.measure.stats import Stats
+
 CATEGORIES = ("embedding", "attention projections", "attention core", "MLP", "norms", "output head", "loss",
               "optimizer", "communication", "other")
 _LAYER = re.compile(r"(^|\.)layers\.\d+$")
@@ -88,12 +90,50 @@ def attribute(events: Iterable[Any], steps: int, top_n: int = 10) -> dict[str, A
     return {"steps": per_step, "top_ops": top_ops(events, sum(s["step_s"] for s in per_step), top_n)}
 
 
-def add_top_ops(totals: dict[str, dict[str, Any]], result: dict[str, Any], n: int) -> None:
-    """Accumulate one traced step's operators into `totals` as per-step means over `n` steps."""
+def add_top_ops(totals: dict[str, dict[str, list[float]]], result: dict[str, Any]) -> None:
+    """Add one traced step's operators to `totals` (per operator: self seconds and calls, a sample a step)."""
     for o in result["top_ops"]:
-        acc = totals.setdefault(o["op"], {"op": o["op"], "self_s": 0.0, "calls": 0})
-        acc["self_s"] += o["self_s"] / n
-        acc["calls"] += o["calls"] / n
+        acc = totals.setdefault(o["op"], {"self_s": [], "calls": []})
+        acc["self_s"].append(o["self_s"])
+        acc["calls"].append(o["calls"])
+
+
+def top_ops_per_step(totals: dict[str, dict[str, list[float]]], n: int, step_s: float, k: int = 10
+                     ) -> list[dict[str, Any]]:
+    """The `k` operators of most self time per step: means over the `n` traced steps (a step
+    an operator did not run in counts 0), with their share of the mean step `step_s`."""
+    rows = []
+    for op, acc in totals.items():
+        zeros = [0.0] * (n - len(acc["self_s"]))
+        rows.append({"op": op, "self_s": Stats.of(acc["self_s"] + zeros).mean,
+                     "calls": Stats.of(acc["calls"] + zeros).mean})
+    top = sorted(rows, key=lambda o: -o["self_s"])[:k]
+    for o in top:
+        o["share"] = o["self_s"] / step_s
+    return top
+
+
+def summarize(steps: list[dict[str, Any]], top: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median over the profiled steps of each phase and category (seconds and shares)."""
+
+    def med(key: str) -> dict[str, float]:
+        return {k: Stats.of([s[key][k] for s in steps]).median for k in steps[0][key]}
+
+    modules_s = med("modules_s")
+    total = sum(modules_s.values())
+    return {"phases_s": med("phases_s"), "phases_share": med("phases_share"), "modules_s": modules_s,
+            "modules_share": {k: v / total for k, v in modules_s.items()}, "top_ops": top, "per_step": steps}
+
+
+def profile_metrics(steps: list[dict[str, Any]], ops: dict[str, dict[str, list[float]]], untraced_s: list[float],
+                    trace: str | None) -> dict[str, Any]:
+    """The record's metrics: the traced steps summarized, their top operators, and the
+    profiling overhead (median traced step over median untraced step, steps alternating)."""
+    traced, untraced = Stats.of([s["step_s"] for s in steps]), Stats.of(untraced_s)
+    top = top_ops_per_step(ops, len(untraced_s), traced.mean)
+    return {**summarize(steps, top), "untraced_step_s": untraced.median, "untraced_steps_s": untraced_s,
+            "profiled_step_s": traced.median, "profiling_overhead": traced.median / untraced.median - 1,
+            "trace": trace}
 
 
 def _split_steps(phases: list[Any], steps: int, events: list[Any] = ()) -> list[tuple[float, float]]:

@@ -2,10 +2,10 @@
 model loading and quantization), generate calls alternately untraced and under
 torch.profiler. A `step:generate` range marks each call; the causal-LM's first forward of a
 call is `phase:prefill`, every later one `phase:decode`; generate's own loop (sampling,
-stopping checks, cache bookkeeping) between them is `other`."""
+stopping checks, cache bookkeeping) between them is `other`. An untraced call is timed by
+the one Timer (marks at its edges); a traced one on the profiler's clock (`dissect_attr`)."""
 from __future__ import annotations
 
-import time
 from typing import Any
 
 
@@ -28,17 +28,16 @@ def _phase_hooks(model: Any, state: dict[str, Any]) -> list[Any]:
 
 def run(config: dict[str, Any]) -> dict[str, Any]:
     """Child entry: an infer point config plus `profile_steps` and `trace`."""
-    import statistics
-
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     from llmdissect.measure.env import capture_device_env
+    from llmdissect.measure.timer import Timer
     from llmdissect.progress import report
     from llmdissect.specs import get_model
     from llmdissect.techniques.quantization import apply_quantization
-    from llmdissect.workloads.dissect_train_child import add_module_ranges, summarize
-    from llmdissect.workloads.dissect_attr import add_top_ops, attribute
+    from llmdissect.workloads.dissect_attr import add_top_ops, attribute, profile_metrics
+    from llmdissect.workloads.dissect_train_child import add_module_ranges
     from llmdissect.workloads.infer_child import load_model
 
     device, n = config.get("device", "cpu"), int(config["profile_steps"])
@@ -54,18 +53,18 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
               attention_mask=torch.ones_like(ids))
     if config["cache"] == "static":
         kw["cache_implementation"] = "static"
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    timer = Timer(device)
     state = {"calls": 0}
     total = int(config.get("warmup", 1)) + 2 * n
 
     def call() -> float:
         state["calls"] = 0
-        sync()
-        t0 = time.perf_counter()
+        timer.synchronize()
+        start = timer.now()
         with torch.profiler.record_function("step:generate"):
             model.generate(ids, **kw)
-            sync()
-        return time.perf_counter() - t0
+            timer.synchronize()  # the range ends when the device is done
+        return timer.elapsed_s(start, timer.now())
 
     handles = add_module_ranges(model, root="other") + _phase_hooks(model, state)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
@@ -82,17 +81,9 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
                 call()
             result = attribute(prof.events(), 1, top_n=1000)
             steps += result["steps"]
-            add_top_ops(ops, result, n)
+            add_top_ops(ops, result)
             if i == 0 and config.get("trace"):
                 prof.export_chrome_trace(config["trace"])
     for h in handles:
         h.remove()
-    mean_step = statistics.fmean(s["step_s"] for s in steps)
-    top = sorted(ops.values(), key=lambda o: -o["self_s"])[:10]
-    for o in top:
-        o["share"] = o["self_s"] / mean_step
-    traced, plain = statistics.median(s["step_s"] for s in steps), statistics.median(untraced)
-    return {"metrics": {**summarize({"steps": steps, "top_ops": top}), "untraced_step_s": plain,
-                        "untraced_steps_s": untraced, "profiled_step_s": traced,
-                        "profiling_overhead": traced / plain - 1, "trace": config.get("trace")},
-            "env": capture_device_env()}
+    return {"metrics": profile_metrics(steps, ops, untraced, config.get("trace")), "env": capture_device_env()}

@@ -80,9 +80,8 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
 
     After the warm-up, untraced and traced steps alternate (n of each), so that the profiling
     overhead is a paired comparison even on a busy machine; each traced step has its own
-    profiler session (started and stopped outside the step)."""
-    import statistics
-
+    profiler session (started and stopped outside the step). Untraced steps are timed by the
+    bench command's Timer marks; the traced ones on the profiler's clock (`dissect_attr`)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -90,7 +89,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     from llmdissect.measure.env import capture_device_env
     from llmdissect.measure.timer import Timer
     from llmdissect.progress import report
-    from llmdissect.workloads.dissect_attr import add_top_ops, attribute
+    from llmdissect.workloads.dissect_attr import add_top_ops, attribute, profile_metrics
     from llmdissect.workloads.train_child import Stepper, _batches, _build, _phases
     from llmdissect.workloads.train_config import TrainConfig
 
@@ -123,34 +122,11 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
             phase_timer.synchronize()
         result = attribute(prof.events(), 1, top_n=1000)
         steps += result["steps"]
-        add_top_ops(ops, result, n)
+        add_top_ops(ops, result)
         if i == 0 and trace:
             prof.export_chrome_trace(trace)
     for h in handles:
         h.remove()
-    traced = statistics.median(s["step_s"] for s in steps)
-    top = sorted(ops.values(), key=lambda o: -o["self_s"])[:10]
-    for o in top:  # per step, over the traced steps
-        o["share"] = o["self_s"] / statistics.fmean(s["step_s"] for s in steps)
-    untraced_median = statistics.median(untraced_s)
     shutdown(ctx)
-    return {"metrics": {**summarize({"steps": steps, "top_ops": top}), "untraced_step_s": untraced_median,
-                        "untraced_steps_s": untraced_s, "profiled_step_s": traced,
-                        "profiling_overhead": traced / untraced_median - 1, "trace": trace},
-            "env": capture_device_env()}
+    return {"metrics": profile_metrics(steps, ops, untraced_s, trace), "env": capture_device_env()}
 
-
-def summarize(result: dict[str, Any]) -> dict[str, Any]:
-    """Median over the profiled steps of each phase and category (seconds and shares)."""
-    import statistics
-
-    steps = result["steps"]
-
-    def med(key: str) -> dict[str, float]:
-        return {k: statistics.median(s[key][k] for s in steps) for k in steps[0][key]}
-
-    modules_s = med("modules_s")
-    total = sum(modules_s.values())
-    return {"phases_s": med("phases_s"), "phases_share": med("phases_share"), "modules_s": modules_s,
-            "modules_share": {k: v / total for k, v in modules_s.items()}, "top_ops": result["top_ops"],
-            "per_step": steps}

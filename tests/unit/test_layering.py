@@ -101,3 +101,10 @@ def test_perfmodel_imports_no_torch():
     offenders = [f"{p.relative_to(SRC)}:{line} imports {name}" for p in (SRC / "perfmodel").rglob("*.py")
                  for line, name in _imports(p) if name.split(".")[0] in ("torch", "transformers")]
     assert not offenders, offenders
+
+
+def test_devices_resolve_in_one_place():
+    """`measure.devices` is the one place that turns auto | cpu | cuda into a device."""
+    owners = [str(p.relative_to(SRC)) for p in _sources()
+              if "def resolve_device" in p.read_text() or "def local_device" in p.read_text()]
+    assert owners == ["measure/devices.py"], owners

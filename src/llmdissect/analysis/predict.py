@@ -40,7 +40,7 @@ def local_hardware(config: dict[str, Any]) -> str | None:
     hw = config.get("hardware") or config.get("device")
     if hw == "cpu":
         return "cpu"
-    if hw == "cuda":  # training records say only `cuda`: the GPU of this machine, by its name
+    if hw == "cuda":  # records made before measure.devices said only `cuda`: this machine's GPU
         from llmdissect.measure.env import nvidia_smi
         from llmdissect.specs.hardware import match_gpu
 

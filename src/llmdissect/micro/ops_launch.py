@@ -30,13 +30,14 @@ def run_ops(cfg: OpsConfig, progress: bool = True, timeout_s: float = 1800, thre
             store_profile: bool = True):
     from llmdissect.calibration_profile import update_profile
     from llmdissect.launch import run_child
+    from llmdissect.measure.devices import hardware_name
     from llmdissect.measure.env import capture_env
     from llmdissect.progress import run_with_progress
     from llmdissect.results.recording import record_from_child
     from llmdissect.results.schema import utc_now
 
     config = {"what": "ops", **cfg.model_dump(), "pass": cfg.passes,
-              "hardware": "cpu" if cfg.device == "cpu" else "cuda"}
+              "hardware": hardware_name(cfg.device)}
     config.pop("passes")
     started = utc_now()
     child = run_with_progress(lambda c: run_child(TARGET, {**c, "passes": cfg.passes}, timeout_s=timeout_s,

@@ -54,6 +54,7 @@ def run_peak(quick: bool = False, devices: list[str] | None = None, min_time_s: 
     """Measure, make the `ops` record (config.what = peak), write the profile. Returns (record, child)."""
     from llmdissect.calibration_profile import update_profile
     from llmdissect.launch import run_child
+    from llmdissect.measure.devices import hardware_name
     from llmdissect.measure.env import capture_env
     from llmdissect.progress import run_with_progress
     from llmdissect.results.recording import record_from_child
@@ -63,7 +64,7 @@ def run_peak(quick: bool = False, devices: list[str] | None = None, min_time_s: 
 
     devices = devices or visible_devices()
     threads = threads or default_threads(1)
-    config = {"what": "peak", "hardware": "cpu" if devices == ["cpu"] else "cuda", "devices": devices,
+    config = {"what": "peak", "hardware": hardware_name("cpu" if devices == ["cpu"] else "cuda"), "devices": devices,
               "quick": quick, "min_time_s": (0.3 if quick else 1.0) if min_time_s is None else min_time_s,
               "threads": threads}
     started = utc_now()

@@ -61,12 +61,14 @@ def int4_torchao_bytes(out_features: int, in_features: int) -> int:
     return out_features * in_features // 2 + out_features * math.ceil(in_features / INT4_GROUP) * 2 * 2
 
 
-def linear_weight_bytes(out_features: int, in_features: int, quant: str, dtype_bytes: float) -> int:
-    """Bytes one linear weight takes under `quant` (canonical name)."""
+def linear_weight_bytes(out_features: int, in_features: int, quant: str, dtype_bytes: float,
+                        double_quant: bool = True) -> int:
+    """Bytes one linear weight takes under `quant` (canonical name). `double_quant` is NF4's
+    (bitsandbytes' Params4bit default, as `techniques.quantization` builds it)."""
     if quant == "none":
         return int(out_features * in_features * dtype_bytes)
     if quant == "nf4":
-        return nf4_bytes(out_features * in_features)
+        return nf4_bytes(out_features * in_features, double_quant)
     if quant == "int8-bnb":
         return int8_bnb_bytes(out_features, in_features)
     if quant in ("int8-weight", "int8-dynamic"):

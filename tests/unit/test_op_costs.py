@@ -76,9 +76,9 @@ def test_quantized_weights():
     # 256-entry fp32 nested code; both keep the 16-entry fp32 NF4 code (64 B)
     assert opc.quant_storage_bytes(64, 128, 4, "nf4", double_quant=False) == 4096 + 512 + 64
     assert opc.quant_storage_bytes(64, 128, 4, "nf4") == 4096 + 128 + 4 + 1024 + 64
-    # LLM.int8: 8192 B + an fp32 scale per row; torchao int8: + a bf16 scale and int8 zero point per row
+    # LLM.int8: 8192 B + an fp32 scale per row; torchao int8: + an fp32 scale and int8 zero point per row
     assert opc.quant_storage_bytes(64, 128, 2, "int8-bnb") == 8192 + 512
-    assert opc.quant_storage_bytes(64, 128, 2, "int8-weight") == 8192 + 128 * 3
+    assert opc.quant_storage_bytes(64, 128, 2, "int8-weight") == 8192 + 128 * 5
     assert opc.quantize(64, 128, 4, "nf4", False) == opc.Cost(0, 4 * 8192 + 4672)
     assert opc.dequantize(64, 128, 2, "int8-bnb") == opc.Cost(0, 8704 + 2 * 8192)
     mm = opc.quant_linear(16, 64, 128, 4, "nf4", False)
@@ -95,7 +95,7 @@ def test_bench_ops_quant_rows_weigh_what_perfmodel_weighs():
     assert cases["nf4 matmul (bnb)"].cost.bytes - io == nf4
     assert cases["nf4 dequantize (bnb)"].cost.bytes == nf4 + e * k * n
     assert cases["int8 matmul (bnb LLM.int8)"].cost.bytes - io == wt.int8_bnb_bytes(n, k)
-    assert cases["torchao"].cost.bytes - io == wt.int8_torchao_bytes(n, k, e)
+    assert cases["torchao"].cost.bytes - io == wt.int8_torchao_bytes(n, k)
     assert cases["nf4 matmul (bnb)"].cost.flops == opc.linear(T, k, n, e).flops
 
 

@@ -53,15 +53,16 @@ def test_int8_bytes_match_bitsandbytes_llm_int8(out_f, in_f):
 
 
 @pytest.mark.parametrize("out_f,in_f", SHAPES)
-def test_int8_bytes_match_torchao_storage(out_f, in_f):
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_int8_bytes_match_torchao_storage(out_f, in_f, dtype):
     pytest.importorskip("torchao")
     from torchao.quantization import Int8WeightOnlyConfig, quantize_
 
-    m = torch.nn.Sequential(torch.nn.Linear(in_f, out_f, bias=False))
+    m = torch.nn.Sequential(torch.nn.Linear(in_f, out_f, bias=False)).to(getattr(torch, dtype))
     quantize_(m, Int8WeightOnlyConfig())
     w = m[0].weight
     names, _ = w.__tensor_flatten__()
-    assert _nbytes([getattr(w, n) for n in names]) == wt.int8_torchao_bytes(out_f, in_f, 4)
+    assert _nbytes([getattr(w, n) for n in names]) == wt.int8_torchao_bytes(out_f, in_f)
 
 
 @pytest.mark.parametrize("quant", ["nf4", "int8-bnb", "int8-weight"])

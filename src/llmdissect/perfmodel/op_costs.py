@@ -184,7 +184,7 @@ def adamw(params) -> Cost:
 
 def quant_storage_bytes(k: int, n: int, e: float, quant: str, double_quant: bool = True) -> int:
     """Bytes of a quantized W [n, k] as stored (perfmodel.weights.linear_weight_bytes, `quant`
-    one of its names: nf4, int8-bnb, int8-weight; `e` the dtype of a torchao scale)."""
+    one of its names: nf4, int8-bnb, int8-weight; `e` counts only for `none`)."""
     return wt.linear_weight_bytes(n, k, wt.check_quant(quant), e, double_quant)
 
 

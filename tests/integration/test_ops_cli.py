@@ -5,7 +5,7 @@ import json
 import pytest
 from conftest import assert_user_error, run_cli
 
-from llmdissect.micro import op_defs as od
+from llmdissect.perfmodel import op_costs as opc
 from llmdissect.specs.models import get_model
 
 
@@ -35,8 +35,8 @@ def test_peak_then_ops_rows(db_path, tmp_path):
     s = get_model("debug-llama")
     by = {(r["op"], r["pass"], r["shape"]): r for r in rows}
     gate = next(r for r in rows if r["op"] == "gate_proj" and r["pass"] == "bwd")
-    assert (gate["flops"], gate["bytes"]) == (od.linear(T, s.hidden_size, s.intermediate_size, 4, "bwd").flops,
-                                              od.linear(T, s.hidden_size, s.intermediate_size, 4, "bwd").bytes)
+    assert (gate["flops"], gate["bytes"]) == (opc.linear(T, s.hidden_size, s.intermediate_size, 4, "bwd").flops,
+                                              opc.linear(T, s.hidden_size, s.intermediate_size, 4, "bwd").bytes)
     head = next(r for r in rows if r["op"] == "lm_head" and r["pass"] == "fwd")
     assert head["flops"] == 2 * T * s.hidden_size * s.vocab_size
     ops = {r["op"] for r in rows}
@@ -44,7 +44,7 @@ def test_peak_then_ops_rows(db_path, tmp_path):
             "embedding", "cross-entropy", "adamw step", "nf4 matmul (bnb)", "int8 matmul (torchao weight-only)"} <= ops
     att = [r for r in rows if r["op"] == "attention flash" and r["pass"] == "fwd"]
     assert sorted(r["shape"] for r in att) == ["b1 s32 h4/2 d16", "b2 s16 h4/2 d16"]
-    assert att[0]["flops"] == od.attention(2, 16, 4, 2, 16, 4, "fwd").flops
+    assert att[0]["flops"] == opc.attention(2, 16, 4, 2, 16, 4, "fwd").flops
     assert rec["metrics"]["ceilings"]["source"].startswith("calibration profile")
     eff = json.loads((tmp_path / "state" / "calibration.json").read_text())["efficiency"]
     assert set(eff) == {"gemm", "attention", "memory"} and all(0 < v <= 1 for v in eff.values())

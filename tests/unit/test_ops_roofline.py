@@ -3,8 +3,8 @@ CPU peak, and module categories (no child processes)."""
 import pytest
 
 from llmdissect.measure.stats import Stats
-from llmdissect.micro import op_defs as od
 from llmdissect.micro.ops_child import bandwidth_ceiling, efficiencies, place_rows, raw_row
+from llmdissect.perfmodel import op_costs as opc
 from llmdissect.micro.ops_cases import OpCase
 from llmdissect.micro.ops_launch import profile_update
 from llmdissect.micro.peak import theoretical_cpu_peak
@@ -16,10 +16,10 @@ def _row(op, cls, cost, t, dtype="fp32", passes="fwd"):
 
 
 def test_every_fraction_is_in_0_1_even_when_a_row_beats_the_measured_ceilings():
-    rows = [_row("gemm", "gemm", od.Cost(2e9, 1e6), 0.01),          # 200 GFLOP/s: above the 100 peak
-            _row("norm", "memory", od.Cost(1e3, 1e5), 1e-5),         # 10 GB/s from cache
-            _row("big", "memory", od.Cost(1e3, 1e9), 1.0),           # 1 GB/s from DRAM
-            _row("ce", "memory", od.Cost(1e6, 1e7), 1e-3, dtype="bf16")]
+    rows = [_row("gemm", "gemm", opc.Cost(2e9, 1e6), 0.01),          # 200 GFLOP/s: above the 100 peak
+            _row("norm", "memory", opc.Cost(1e3, 1e5), 1e-5),         # 10 GB/s from cache
+            _row("big", "memory", opc.Cost(1e3, 1e9), 1.0),           # 1 GB/s from DRAM
+            _row("ce", "memory", opc.Cost(1e6, 1e7), 1e-3, dtype="bf16")]
     ladder = [(64e3, 50e9), (1e6, 20e9)]
     raised = place_rows(rows, {"fp32": 100e9, "bf16": 50e9}, ladder, 5e9)
     for r in rows:
@@ -42,10 +42,10 @@ def test_efficiencies_are_time_weighted_fractions_perfmodel_accepts():
     from llmdissect.perfmodel.ceilings import machine_for
     from llmdissect.specs.hardware import local_cpu, resolve_platform
 
-    rows = [_row("q", "gemm", od.Cost(1e9, 1e6), 0.02), _row("up", "gemm", od.Cost(3e9, 1e6), 0.04),
-            _row("attention flash", "attention", od.Cost(1e8, 1e5), 0.01),
-            _row("attention math", "attention", od.Cost(1e8, 1e5), 0.02),
-            _row("norm", "memory", od.Cost(0, 4e8), 0.1)]
+    rows = [_row("q", "gemm", opc.Cost(1e9, 1e6), 0.02), _row("up", "gemm", opc.Cost(3e9, 1e6), 0.04),
+            _row("attention flash", "attention", opc.Cost(1e8, 1e5), 0.01),
+            _row("attention math", "attention", opc.Cost(1e8, 1e5), 0.02),
+            _row("norm", "memory", opc.Cost(0, 4e8), 0.1)]
     ceil = {"peak_flops_per_s": {"fp32": 100e9}, "memory_bandwidth_bytes_per_s": 8e9}
     place_rows(rows, ceil["peak_flops_per_s"], [], 8e9)
     eff = efficiencies(rows, ceil)

@@ -29,6 +29,19 @@ def test_nf4_bytes_match_bitsandbytes(out_f, in_f, double_quant):
     assert real == wt.nf4_bytes(out_f * in_f, double_quant)
 
 
+@pytest.mark.parametrize("out_f,in_f", SHAPES[:2])
+def test_bench_ops_nf4_layout_is_what_its_cost_counts(out_f, in_f):
+    # `bench ops` quantizes with bitsandbytes.functional.quantize_4bit; its rows count wt.nf4_bytes
+    pytest.importorskip("bitsandbytes")
+    import bitsandbytes.functional as F
+
+    from llmdissect.micro.ops_quant import NF4_DOUBLE_QUANT
+
+    codes, state = F.quantize_4bit(torch.randn(out_f, in_f), blocksize=wt.NF4_BLOCK,
+                                   compress_statistics=NF4_DOUBLE_QUANT, quant_type="nf4")
+    assert _nbytes([codes, *state.as_dict(packed=False).values()]) == wt.nf4_bytes(out_f * in_f, NF4_DOUBLE_QUANT)
+
+
 @pytest.mark.parametrize("out_f,in_f", SHAPES)
 def test_int8_bytes_match_bitsandbytes_llm_int8(out_f, in_f):
     bnb = pytest.importorskip("bitsandbytes")
@@ -40,15 +53,16 @@ def test_int8_bytes_match_bitsandbytes_llm_int8(out_f, in_f):
 
 
 @pytest.mark.parametrize("out_f,in_f", SHAPES)
-def test_int8_bytes_match_torchao_storage(out_f, in_f):
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_int8_bytes_match_torchao_storage(out_f, in_f, dtype):
     pytest.importorskip("torchao")
     from torchao.quantization import Int8WeightOnlyConfig, quantize_
 
-    m = torch.nn.Sequential(torch.nn.Linear(in_f, out_f, bias=False))
+    m = torch.nn.Sequential(torch.nn.Linear(in_f, out_f, bias=False)).to(getattr(torch, dtype))
     quantize_(m, Int8WeightOnlyConfig())
     w = m[0].weight
     names, _ = w.__tensor_flatten__()
-    assert _nbytes([getattr(w, n) for n in names]) == wt.int8_torchao_bytes(out_f, in_f, 4)
+    assert _nbytes([getattr(w, n) for n in names]) == wt.int8_torchao_bytes(out_f, in_f)
 
 
 @pytest.mark.parametrize("quant", ["nf4", "int8-bnb", "int8-weight"])

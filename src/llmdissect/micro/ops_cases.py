@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from llmdissect.micro import op_defs as od
+from llmdissect.perfmodel import op_costs as opc
 from llmdissect.specs.models import ModelSpec
 
 SDPA_BACKENDS = {"math": "MATH", "flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
@@ -25,7 +25,7 @@ class OpCase:
     """fwd | bwd | step (the optimizer)"""
     cls: str
     """gemm | attention | memory | optimizer | quant (the roofline class it calibrates)"""
-    cost: od.Cost
+    cost: opc.Cost
     make: Callable[[], Callable[[], Any]]
     dtype: str = ""
 
@@ -62,7 +62,7 @@ def linear_case(m_: Callable[[], Maker], name: str, T: int, k: int, n: int, e: f
         m = m_()
         x, w = m.randn(T, k, grad=passes == "bwd"), m.randn(n, k, grad=passes == "bwd", scale=k ** -0.5)
         return _timed(lambda: m.torch.nn.functional.linear(x, w), passes, lambda: [x, w], m)
-    return OpCase(name, f"[{T},{k}]x[{k},{n}]", passes, "gemm", od.linear(T, k, n, e, passes), make)
+    return OpCase(name, f"[{T},{k}]x[{k},{n}]", passes, "gemm", opc.linear(T, k, n, e, passes), make)
 
 
 def attention_case(m_: Callable[[], Maker], spec: ModelSpec, b: int, s: int, e: float, passes: str,
@@ -96,7 +96,7 @@ def attention_case(m_: Callable[[], Maker], spec: ModelSpec, b: int, s: int, e: 
                 return fwd()
         return run
     return OpCase(f"attention {backend}", f"b{b} s{s} h{a}/{g} d{d}", passes, "attention",
-                  od.attention(b, s, a, g, d, e, passes), make)
+                  opc.attention(b, s, a, g, d, e, passes), make)
 
 
 def elementwise_cases(m_: Callable[[], Maker], spec: ModelSpec, T: int, e: float, passes: str,
@@ -143,13 +143,13 @@ def elementwise_cases(m_: Callable[[], Maker], spec: ModelSpec, T: int, e: float
         return _timed(lambda: m.torch.nn.functional.cross_entropy(logits, target), passes, lambda: [logits], m)
 
     return [
-        OpCase("embedding", f"[{T}] of [{V},{h}]", passes, "memory", od.embedding(T, V, h, e, passes), embedding),
-        OpCase("rmsnorm", f"[{T},{h}]", passes, "memory", od.rmsnorm(T, h, e, passes), rmsnorm),
-        OpCase("rope", f"q [{T},{qd}] k [{T},{kvd}]", passes, "memory", od.rope(T, qd, kvd, d, e, passes), rope),
+        OpCase("embedding", f"[{T}] of [{V},{h}]", passes, "memory", opc.embedding(T, V, h, e, passes), embedding),
+        OpCase("rmsnorm", f"[{T},{h}]", passes, "memory", opc.rmsnorm(T, h, e, passes), rmsnorm),
+        OpCase("rope", f"q [{T},{qd}] k [{T},{kvd}]", passes, "memory", opc.rope(T, qd, kvd, d, e, passes), rope),
         OpCase("softmax", f"[1,{a},{softmax_s},{softmax_s}]", passes, "memory",
-               od.softmax(a * softmax_s, softmax_s, e, passes), softmax),
-        OpCase("silu x gate", f"[{T},{f}]", passes, "memory", od.swiglu(T, f, e, passes), swiglu),
-        OpCase("cross-entropy", f"[{T},{V}] fp32", passes, "memory", od.cross_entropy(T, V, passes), loss,
+               opc.softmax(a * softmax_s, softmax_s, e, passes), softmax),
+        OpCase("silu x gate", f"[{T},{f}]", passes, "memory", opc.swiglu(T, f, e, passes), swiglu),
+        OpCase("cross-entropy", f"[{T},{V}] fp32", passes, "memory", opc.cross_entropy(T, V, passes), loss,
                dtype="fp32"),
     ]
 
@@ -177,7 +177,7 @@ def adamw_case(m_: Callable[[], Maker], spec: ModelSpec) -> OpCase:
             p.grad = m.randn(*p.shape, dtype=m.torch.float32, scale=1e-3)
         return m.torch.optim.AdamW(ps, lr=1e-4).step
     return OpCase("adamw step", f"{len(shapes)} tensors, {params} params (one layer)", "step", "optimizer",
-                  od.adamw(params), make, dtype="fp32")
+                  opc.adamw(params), make, dtype="fp32")
 
 
 def _prod(shape: tuple[int, ...]) -> int:

@@ -9,9 +9,14 @@ from __future__ import annotations
 import importlib.util
 from typing import Any, Callable
 
-from llmdissect.micro import op_defs as od
 from llmdissect.micro.ops_cases import Maker, OpCase
+from llmdissect.perfmodel import op_costs as opc
+from llmdissect.perfmodel.weights import NF4_BLOCK
 from llmdissect.specs.models import ModelSpec
+
+NF4_DOUBLE_QUANT = False
+"""As bitsandbytes.functional.quantize_4bit defaults (one fp32 absmax per block); the
+cases' costs count the layout these calls make."""
 
 
 def _bnb_cases(m_: Callable[[], Maker], T: int, k: int, n: int, e: float) -> list[OpCase]:
@@ -19,12 +24,14 @@ def _bnb_cases(m_: Callable[[], Maker], T: int, k: int, n: int, e: float) -> lis
         import bitsandbytes.functional as F
 
         w = m_().randn(n, k, scale=k ** -0.5)
-        return lambda: F.quantize_4bit(w, blocksize=od.NF4_BLOCK, quant_type="nf4")
+        return lambda: F.quantize_4bit(w, blocksize=NF4_BLOCK, compress_statistics=NF4_DOUBLE_QUANT,
+                                       quant_type="nf4")
 
     def nf4_state(m: Maker) -> tuple[Any, Any]:
         import bitsandbytes.functional as F
 
-        return F.quantize_4bit(m.randn(n, k, scale=k ** -0.5), blocksize=od.NF4_BLOCK, quant_type="nf4")
+        return F.quantize_4bit(m.randn(n, k, scale=k ** -0.5), blocksize=NF4_BLOCK,
+                                 compress_statistics=NF4_DOUBLE_QUANT, quant_type="nf4")
 
     def nf4_dequant():
         import bitsandbytes.functional as F
@@ -64,13 +71,14 @@ def _bnb_cases(m_: Callable[[], Maker], T: int, k: int, n: int, e: float) -> lis
         return lambda: lin(x)
 
     shape_w, shape_mm = f"[{n},{k}]", f"[{T},{k}]x[{k},{n}]"
+    dq = NF4_DOUBLE_QUANT
     return [
-        OpCase("nf4 quantize (bnb)", shape_w, "fwd", "quant", od.quantize(k, n, e, "nf4"), nf4_quant),
-        OpCase("nf4 dequantize (bnb)", shape_w, "fwd", "quant", od.dequantize(k, n, e, "nf4"), nf4_dequant),
-        OpCase("nf4 matmul (bnb)", shape_mm, "fwd", "quant", od.quant_linear(T, k, n, e, "nf4"), nf4_matmul),
-        OpCase("int8 quantize (bnb)", shape_w, "fwd", "quant", od.quantize(k, n, e, "int8"), int8_quant),
-        OpCase("int8 dequantize (bnb)", shape_w, "fwd", "quant", od.dequantize(k, n, e, "int8"), int8_dequant),
-        OpCase("int8 matmul (bnb LLM.int8)", shape_mm, "fwd", "quant", od.quant_linear(T, k, n, e, "int8"),
+        OpCase("nf4 quantize (bnb)", shape_w, "fwd", "quant", opc.quantize(k, n, e, "nf4", dq), nf4_quant),
+        OpCase("nf4 dequantize (bnb)", shape_w, "fwd", "quant", opc.dequantize(k, n, e, "nf4", dq), nf4_dequant),
+        OpCase("nf4 matmul (bnb)", shape_mm, "fwd", "quant", opc.quant_linear(T, k, n, e, "nf4", dq), nf4_matmul),
+        OpCase("int8 quantize (bnb)", shape_w, "fwd", "quant", opc.quantize(k, n, e, "int8-bnb"), int8_quant),
+        OpCase("int8 dequantize (bnb)", shape_w, "fwd", "quant", opc.dequantize(k, n, e, "int8-bnb"), int8_dequant),
+        OpCase("int8 matmul (bnb LLM.int8)", shape_mm, "fwd", "quant", opc.quant_linear(T, k, n, e, "int8-bnb"),
                int8_matmul),
     ]
 
@@ -87,7 +95,7 @@ def _torchao_case(m_: Callable[[], Maker], T: int, k: int, n: int, e: float) -> 
         x = m.randn(T, k)
         return lambda: lin(x)
     return OpCase("int8 matmul (torchao weight-only)", f"[{T},{k}]x[{k},{n}]", "fwd", "quant",
-                  od.quant_linear(T, k, n, e, "int8"), make)
+                  opc.quant_linear(T, k, n, e, "int8-weight"), make)
 
 
 def quant_cases(m_: Callable[[], Maker], spec: ModelSpec, T: int, e: float, dtype: str,

@@ -5,12 +5,14 @@ linear layer with n weights are 2n, its backward 4n (activation gradient 2n + we
 gradient 2n). "Model FLOPs" follow PaLM (arXiv 2204.02311, appendix B): 6N + 12 L d_attn s,
 with the full (non-causal) score matrix, so MFU compares with published figures. Non-matmul
 operators (RMSNorm, RoPE, SwiGLU, softmax, loss) are counted only for the roofline, which
-finds them memory-bound anyway.
+finds them memory-bound anyway. Each per-operator count is op_costs' (the table `bench ops`
+measures against) for one token.
 
 Every function takes scalars or numpy arrays (plain arithmetic, no branches on values).
 """
 from __future__ import annotations
 
+from llmdissect.perfmodel import op_costs as opc
 from llmdissect.specs.models import ModelSpec
 
 
@@ -18,48 +20,49 @@ from llmdissect.specs.models import ModelSpec
 
 def qkv_flops_fwd(m: ModelSpec):
     """Q, K, V projections, grouped-query aware: 2 h (q_dim + 2 kv_dim)."""
-    return 2 * m.hidden_size * (m.q_dim + 2 * m.kv_dim)
+    return opc.linear_flops(1, m.hidden_size, m.q_dim + 2 * m.kv_dim)
 
 
 def out_proj_flops_fwd(m: ModelSpec):
     """Attention output projection: 2 q_dim h."""
-    return 2 * m.q_dim * m.hidden_size
+    return opc.linear_flops(1, m.q_dim, m.hidden_size)
 
 
 def scores_flops_fwd(m: ModelSpec, seq):
     """Q K^T for one query token against `seq` keys, every head: 2 s d_attn (PaLM counts the
-    full square; a causal kernel does about half)."""
-    return 2 * seq * m.q_dim
+    full square; a causal kernel does about half): one token's `seq` pairs."""
+    return opc.attention_product_flops(seq, m.num_heads, m.head_dim)
 
 
 def attn_v_flops_fwd(m: ModelSpec, seq):
-    """Attention weights times V: 2 s d_attn per token."""
-    return 2 * seq * m.q_dim
+    """Attention weights times V: 2 s d_attn per token, as Q K^T."""
+    return scores_flops_fwd(m, seq)
 
 
 def softmax_flops_fwd(m: ModelSpec, seq):
     """Max, subtract, exp, sum, divide over `seq` scores per head: ~5 a s."""
-    return 5 * m.num_heads * seq
+    return opc.SOFTMAX_FLOPS * m.num_heads * seq
 
 
 def rope_flops_fwd(m: ModelSpec):
     """RoPE on q and k: x cos + rotate_half(x) sin is 3 FLOPs per element."""
-    return 3 * (m.q_dim + m.kv_dim)
+    return opc.ROPE_FLOPS * (m.q_dim + m.kv_dim)
 
 
 def mlp_flops_fwd(m: ModelSpec):
     """SwiGLU MLP matmuls: gate and up (4 h f) and down (2 f h)."""
-    return 6 * m.hidden_size * m.intermediate_size
+    h, f = m.hidden_size, m.intermediate_size
+    return opc.linear_flops(1, h, 2 * f) + opc.linear_flops(1, f, h)
 
 
 def swiglu_flops_fwd(m: ModelSpec):
     """silu(gate) * up: sigmoid, multiply, multiply, ~5 FLOPs per element of f."""
-    return 5 * m.intermediate_size
+    return opc.SWIGLU_FLOPS * m.intermediate_size
 
 
 def rmsnorm_flops_fwd(m: ModelSpec):
     """Square, mean, rsqrt-scale, weight-scale: ~4 FLOPs per element; two norms per layer."""
-    return 2 * 4 * m.hidden_size
+    return 2 * opc.RMSNORM_FLOPS * m.hidden_size
 
 
 def layer_matmul_flops_fwd(m: ModelSpec):
@@ -74,12 +77,12 @@ def layer_attention_flops_fwd(m: ModelSpec, seq):
 
 def head_flops_fwd(m: ModelSpec):
     """Output head: 2 h V."""
-    return 2 * m.hidden_size * m.vocab_size
+    return opc.linear_flops(1, m.hidden_size, m.vocab_size)
 
 
 def loss_flops_fwd(m: ModelSpec):
     """Log-softmax and NLL over the vocabulary: ~4 V per token."""
-    return 4 * m.vocab_size
+    return opc.CROSS_ENTROPY_FLOPS * m.vocab_size
 
 
 def forward_flops_per_token(m: ModelSpec, seq):
@@ -98,7 +101,7 @@ def model_flops_per_token(m: ModelSpec, seq, lora_params=0):
     With LoRA/QLoRA (`lora_params` > 0) the frozen base costs 4 N (forward 2N, activation
     gradients 2N, no weight gradients) and the adapters 6 N_lora (docs/metrics.md).
     """
-    attention = 12 * m.num_layers * m.q_dim * seq
+    attention = 3 * m.num_layers * layer_attention_flops_fwd(m, seq)  # 12 L d_attn s: fwd 1x + bwd 2x
     frozen = (lora_params > 0) * 1
     return (6 - 2 * frozen) * m.params_matmul + 6 * lora_params + attention
 
@@ -109,7 +112,7 @@ def recompute_flops_per_token(m: ModelSpec, seq, level):
     level 0 none; 1 selective (Korthikanti et al., arXiv 2205.05198: only the attention core,
     4 L d_attn s); 2 full (the whole forward again but the head: 2 N_layers + 4 L d_attn s).
     """
-    attention = 4 * m.num_layers * m.q_dim * seq
+    attention = m.num_layers * layer_attention_flops_fwd(m, seq)  # 4 L d_attn s
     layers = m.num_layers * layer_matmul_flops_fwd(m)
     return (level >= 1) * attention + (level >= 2) * layers
 
@@ -122,4 +125,4 @@ def hardware_flops_per_token(m: ModelSpec, seq, level, lora_params=0):
 
 def inference_flops_per_token(m: ModelSpec, context):
     """Forward FLOPs of one generated token attending to `context` tokens: 2 N + 4 L d_attn c."""
-    return 2 * m.params_matmul + 4 * m.num_layers * m.q_dim * context
+    return 2 * m.params_matmul + m.num_layers * layer_attention_flops_fwd(m, context)

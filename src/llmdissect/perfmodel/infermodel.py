@@ -11,8 +11,8 @@ from __future__ import annotations
 from llmdissect.perfmodel import comm, kvcache
 from llmdissect.perfmodel import flops as fl
 from llmdissect.perfmodel.ceilings import Machine
-from llmdissect.perfmodel.layertime import head_forward_time_s, layer_forward_time_s
-from llmdissect.perfmodel.roofline import attention_time_s, gemm_time_s
+from llmdissect.perfmodel.layertime import head_forward_time_s, layer_forward_time_s, layer_gemm_time_s
+from llmdissect.perfmodel.roofline import attention_time_s
 from llmdissect.perfmodel.trainmodel import framework_bytes
 from llmdissect.specs.models import ModelSpec
 
@@ -44,10 +44,10 @@ def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp,
                + head_forward_time_s(c, m, b, e, tp, with_loss=0)
                + comm.tensor_parallel_comm_s(net, b * n_in * m.hidden_size * e, tp, m.num_layers, 1))
     ctx = n_in + n_out / 2
-    gemm_flops = 2 * b * (m.params_matmul - m.params_head) / tp
-    gemm = gemm_time_s(c, gemm_flops, (m.num_layers * layer_weights) / tp)
-    attn = attention_time_s(c, 4 * b * ctx * m.q_dim * m.num_layers / tp, kvcache.kv_cache_bytes(m, b, ctx, e, tp))
-    head = gemm_time_s(c, 2 * b * m.params_head / tp, m.params_head * e / tp)
+    gemm = m.num_layers * layer_gemm_time_s(c, m, b, e, layer_weights, tp)  # b new tokens through every layer
+    attn = attention_time_s(c, b * m.num_layers * fl.layer_attention_flops_fwd(m, ctx) / tp,
+                            kvcache.kv_cache_bytes(m, b, ctx, e, tp))
+    head = head_forward_time_s(c, m, b, e, tp, with_loss=0)
     tpot = gemm + attn + head + comm.tensor_parallel_comm_s(net, b * m.hidden_size * e, tp, m.num_layers, 1)
     e2e = prefill + (n_out - 1) * tpot
     flops = b * n_in * fl.inference_flops_per_token(m, n_in / 2) + b * n_out * fl.inference_flops_per_token(m, ctx)

@@ -1,21 +1,22 @@
 """Time of one decoder layer's forward, and of the output head, by the roofline.
 
 One forward of T = b x s tokens through a layer on one of `tp` tensor-parallel devices
-(shapes as perfmodel.flops; e bytes per activation element, `we` bytes per weight element):
+(e bytes per activation element, `we` bytes per weight element). Every operator's FLOPs
+and bytes are op_costs' (the table `bench ops` measures, whose time-weighted efficiencies
+per class the roofline applies, so the counts must be the same ones):
 
-- GEMMs (q/k/v, o, gate/up, down): 2 T x layer matmul weights / tp FLOPs, moving the
-  weights once and each input and output once;
-- attention core: 4 T s d_attn / tp FLOPs, halved by fused causal kernels (sdpa/flash skip
-  the masked half; eager computes the full square and also writes and re-reads the
-  b a s^2 scores: matmul out, mask add, softmax in and out, 4 passes);
-- element-wise: two RMSNorms (read and write, plus the fp32 pass, ~4 T h e each), RoPE on
-  q and k, SwiGLU (3 T f e), two residual adds (3 T h e each).
+- GEMMs (fused q/k/v, o, fused gate/up, down): 2 T x layer matmul weights / tp FLOPs,
+  moving the weights once and each input and output once;
+- attention core: causal kernels (sdpa/flash) score the unmasked s(s+1)/2 pairs, eager the
+  full square, and eager also writes and re-reads the b a s^2 scores (4 passes);
+- element-wise: two RMSNorms, RoPE on q and k, SwiGLU, two residual adds.
 
 Scalars or numpy arrays throughout.
 """
 from __future__ import annotations
 
 from llmdissect.perfmodel import flops as fl
+from llmdissect.perfmodel import op_costs as opc
 from llmdissect.perfmodel.roofline import Ceilings, attention_time_s, gemm_time_s, memory_time_s
 from llmdissect.specs.models import ModelSpec
 
@@ -25,29 +26,36 @@ def layer_weight_elements(m: ModelSpec):
     return m.params_attention_per_layer + m.params_mlp_per_layer
 
 
+def layer_gemm_shapes(m: ModelSpec):
+    """(k, n) of the layer's GEMMs as a forward groups them: q/k/v, o, gate/up, down."""
+    h, f = m.hidden_size, m.intermediate_size
+    return ((h, m.q_dim + 2 * m.kv_dim), (m.q_dim, h), (h, 2 * f), (f, h))
+
+
 def layer_gemm_time_s(c: Ceilings, m: ModelSpec, tokens, e, weight_bytes, tp=1):
     """The layer's four GEMM groups; `weight_bytes` is the layer's (possibly quantized) weights."""
-    h, f = m.hidden_size, m.intermediate_size
     flops = tokens * fl.layer_matmul_flops_fwd(m) / tp
-    io = tokens * e * ((h + m.q_dim + 2 * m.kv_dim) + (m.q_dim + h) + (h + 2 * f) + (f + h)) / tp
+    io = sum(opc.linear_io_bytes(tokens, k, n, e) for k, n in layer_gemm_shapes(m)) / tp
     return gemm_time_s(c, flops, weight_bytes / tp + io)
 
 
 def layer_attention_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, tp=1):
     """The attention core (scores, softmax, attention x V)."""
-    tokens = b * s
-    causal = 1 - 0.5 * (1 - eager)
-    flops = tokens * fl.layer_attention_flops_fwd(m, s) * causal / tp
-    io = tokens * (2 * m.q_dim + 2 * m.kv_dim) * e / tp
-    scores = eager * 4 * b * m.num_heads * s * s * e / tp
+    a, g, d = m.num_heads, m.num_kv_heads, m.head_dim
+    flops = opc.attention_flops(b, s, a, d, causal=1 - eager) / tp
+    io = opc.attention_io_bytes(b, s, a, g, d, e) / tp
+    scores = eager * opc.eager_scores_bytes(b, s, a, e) / tp
     return attention_time_s(c, flops, io) + memory_time_s(c, scores)
 
 
 def layer_elementwise_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1):
-    """Norms, RoPE, SwiGLU and residual adds: bandwidth-bound."""
+    """Norms, RoPE, SwiGLU and residual adds: bandwidth-bound. Norms and adds act on the
+    whole hidden state on every TP rank; RoPE and SwiGLU on the rank's heads and columns."""
     h = m.hidden_size
-    nbytes = tokens * e * (2 * 4 * h + 2 * 3 * h + (2 * (m.q_dim + m.kv_dim) + 3 * m.intermediate_size) / tp)
-    return memory_time_s(c, nbytes)
+    replicated = 2 * opc.rmsnorm(tokens, h, e).bytes + 2 * opc.residual_add(tokens, h, e).bytes
+    sharded = (opc.rope(tokens, m.q_dim, m.kv_dim, m.head_dim, e).bytes
+               + opc.swiglu(tokens, m.intermediate_size, e).bytes)
+    return memory_time_s(c, replicated + sharded / tp)
 
 
 def layer_forward_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1):
@@ -59,7 +67,7 @@ def layer_forward_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes
 
 def head_forward_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1, with_loss=1):
     """Output head (vocabulary-parallel under TP) and, in training, the fp32 loss passes."""
-    flops = tokens * fl.head_flops_fwd(m) / tp
-    nbytes = (m.params_head * e + tokens * (m.hidden_size + m.vocab_size) * e) / tp
-    loss = with_loss * tokens * m.vocab_size * 12 / tp
-    return gemm_time_s(c, flops, nbytes) + memory_time_s(c, loss)
+    head = opc.linear(tokens, m.hidden_size, m.vocab_size, e)
+    loss = with_loss * (opc.cross_entropy(tokens, m.vocab_size, "fwd").bytes
+                        + opc.cross_entropy(tokens, m.vocab_size, "bwd").bytes) / tp
+    return gemm_time_s(c, head.flops / tp, head.bytes / tp) + memory_time_s(c, loss)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from llmdissect.perfmodel import activations as act
 from llmdissect.perfmodel import comm, states
 from llmdissect.perfmodel import flops as fl
+from llmdissect.perfmodel import op_costs as opc
 from llmdissect.perfmodel.ceilings import Machine
 from llmdissect.perfmodel.layertime import head_forward_time_s, layer_attention_time_s, layer_forward_time_s
 from llmdissect.perfmodel.roofline import memory_time_s
@@ -80,8 +81,7 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     dp_comm = comm.data_parallel_comm_s(net, zero, psi_shard * e, psi_shard * e + frozen_shard, dp, ga)
     exposed = comm.exposed_s(dp_comm, ga * bwd, mach.assumptions["overlap_fraction"])
     psi_local = psi_shard / (1 + (zero >= 1) * (dp - 1))
-    opt_state = states.optimizer_bytes_per_param(e, optimizer)
-    on_device = memory_time_s(c, psi_local * (3 * e + 2 * opt_state))
+    on_device = memory_time_s(c, psi_local * opc.optimizer_step_bytes_per_param(e, optimizer))
     host = mach.host_link
     host_bw = (host.bandwidth_bytes_per_s * host.efficiency) if host is not None else c.bytes_per_s()
     cpu_adam = psi_shard * shard_div(tp, pp) / mach.assumptions["cpu_adam_params_per_s"] + psi_local * 2 * e / host_bw

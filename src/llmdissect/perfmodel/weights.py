@@ -9,8 +9,9 @@ stay in the compute dtype, as transformers and `techniques.quantization` do):
   256 of them, plus the 256-entry fp32 code of that second level (1 KiB); without it the
   absmax is fp32 (4 n / 64). Both keep the 16-entry fp32 NF4 code (64 bytes).
 - `int8-bnb` (LLM.int8(), arXiv 2208.07339): n int8 + one fp32 scale per output row (SCB).
-- `int8-weight` / `int8-dynamic` (torchao Int8Tensor): n int8 + per-row scale in the
-  weight's dtype + per-row int8 zero point.
+- `int8-weight` / `int8-dynamic` (torchao Int8Tensor): n int8 + a per-row fp32 scale + a
+  per-row int8 zero point (choose_qparams_affine with scale_dtype=float32 whatever the
+  weight's dtype, torchao 0.18).
 - `int4-weight` (torchao, groups of 128): n/2 + a scale and a zero point per group in bf16.
 """
 from __future__ import annotations
@@ -50,9 +51,9 @@ def int8_bnb_bytes(out_features: int, in_features: int) -> int:
     return out_features * in_features + out_features * 4
 
 
-def int8_torchao_bytes(out_features: int, in_features: int, dtype_bytes: float) -> int:
-    """torchao int8 weight-only: int8 values, a per-row scale in the weight dtype and a zero point."""
-    return int(out_features * in_features + out_features * (dtype_bytes + 1))
+def int8_torchao_bytes(out_features: int, in_features: int) -> int:
+    """torchao int8 weight-only: int8 values, a per-row fp32 scale and an int8 zero point."""
+    return out_features * in_features + out_features * (4 + 1)
 
 
 def int4_torchao_bytes(out_features: int, in_features: int) -> int:
@@ -61,16 +62,18 @@ def int4_torchao_bytes(out_features: int, in_features: int) -> int:
     return out_features * in_features // 2 + out_features * math.ceil(in_features / INT4_GROUP) * 2 * 2
 
 
-def linear_weight_bytes(out_features: int, in_features: int, quant: str, dtype_bytes: float) -> int:
-    """Bytes one linear weight takes under `quant` (canonical name)."""
+def linear_weight_bytes(out_features: int, in_features: int, quant: str, dtype_bytes: float,
+                        double_quant: bool = True) -> int:
+    """Bytes one linear weight takes under `quant` (canonical name). `double_quant` is NF4's
+    (bitsandbytes' Params4bit default, as `techniques.quantization` builds it)."""
     if quant == "none":
         return int(out_features * in_features * dtype_bytes)
     if quant == "nf4":
-        return nf4_bytes(out_features * in_features)
+        return nf4_bytes(out_features * in_features, double_quant)
     if quant == "int8-bnb":
         return int8_bnb_bytes(out_features, in_features)
     if quant in ("int8-weight", "int8-dynamic"):
-        return int8_torchao_bytes(out_features, in_features, dtype_bytes)
+        return int8_torchao_bytes(out_features, in_features)
     if quant == "int4-weight":
         return int4_torchao_bytes(out_features, in_features)
     raise UserError(f"unknown quantization {quant!r}")

@@ -1,0 +1,203 @@
+"""FLOPs and fewest bytes of each operator of a Llama decoder layer (docs/metrics.md "Operators").
+
+The one table of operator costs: `bench ops` (micro/ops_cases.py, micro/ops_quant.py) puts
+its measured rows against it, and perfmodel predicts with it (flops.py per token,
+layertime.py per layer), so the efficiencies a calibration measures apply to the same
+counts they were measured with. Pure arithmetic, no torch; scalars or numpy arrays.
+
+- A multiply-add is 2 FLOPs. `e` is bytes per element of the compute dtype.
+- `bytes` is the fewest bytes that must move: each input read once, each output written once
+  (caches and re-reads not counted), so bytes_per_s is a lower bound on the traffic.
+- Linear layers: X [T, k], W [n, k] (out x in, as nn.Linear), Y [T, n]. Forward 2Tkn;
+  backward 4Tkn (dX = dY W and dW = dY^T X).
+- Attention: b sequences of s tokens, a query heads and g key/value heads of width d; each
+  product (QK^T, PV) is 2d FLOPs per (query, key) pair per head. A causal kernel scores the
+  s(s+1)/2 unmasked pairs; eager attention (and PaLM's model FLOPs) the full s^2. `bench ops`
+  counts the unmasked pairs for every backend alike, so their rates compare. Backward is
+  four products (dV, dP, dQ, dK), twice the forward.
+- Element-wise FLOPs are nominal (they are memory-bound), per element: RMSNorm 4, RoPE 3,
+  SiLU x gate 5, softmax 5, cross-entropy 4 per logit, residual add 1; a backward counts
+  twice its forward.
+- The loss runs on fp32 logits (transformers upcasts them). AdamW over fp32 parameters:
+  13 FLOPs and 7 x 4 bytes per parameter per step (optimizer_step_bytes_per_param).
+- Quantized weights: the bytes their library stores (perfmodel.weights, tested against real
+  bitsandbytes and torchao storage).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llmdissect.perfmodel import states
+from llmdissect.perfmodel import weights as wt
+
+RMSNORM_FLOPS = 4  # square, mean, rsqrt-scale, weight-scale
+ROPE_FLOPS = 3  # x cos + rotate_half(x) sin
+SWIGLU_FLOPS = 5  # sigmoid, multiply, multiply (silu(gate) * up)
+SOFTMAX_FLOPS = 5  # max, subtract, exp, sum, divide
+CROSS_ENTROPY_FLOPS = 4  # log-softmax and NLL, per logit
+ADAMW_FLOPS_PER_PARAM = 13  # m: 3, v: 4, bias-corrected update: 5, decoupled weight decay: 1
+
+
+@dataclass(frozen=True)
+class Cost:
+    flops: float
+    bytes: float
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte (the roofline's x axis)."""
+        return self.flops / self.bytes
+
+
+def _bwd(passes: str) -> bool:
+    if passes not in ("fwd", "bwd"):
+        raise ValueError(f"pass must be fwd or bwd, got {passes!r}")
+    return passes == "bwd"
+
+
+def _times(passes: str) -> int:
+    """A backward does twice its forward's FLOPs."""
+    return 2 if _bwd(passes) else 1
+
+
+# ---- linear layers -------------------------------------------------------------------
+
+def linear_flops(T, k, n, passes: str = "fwd"):
+    """Y = X W^T: 2Tkn forward; backward dX = dY W and dW = dY^T X, 4Tkn."""
+    return _times(passes) * 2 * T * k * n
+
+
+def linear_io_bytes(T, k, n, e, passes: str = "fwd"):
+    """The activations' share of a linear layer's bytes. fwd: read X, write Y. bwd: read dY
+    and X, write dX (the weight's share, read W and write dW, comes on top)."""
+    if _bwd(passes):
+        return e * (T * n + 2 * T * k)
+    return e * (T * k + T * n)
+
+
+def linear(T: int, k: int, n: int, e: float, passes: str = "fwd") -> Cost:
+    """Y = X W^T. fwd: read X, W, write Y. bwd: read dY, W, X; write dX, dW."""
+    weight = (2 if _bwd(passes) else 1) * e * k * n
+    return Cost(linear_flops(T, k, n, passes), linear_io_bytes(T, k, n, e, passes) + weight)
+
+
+# ---- attention -----------------------------------------------------------------------
+
+def attention_pairs(s, causal=1):
+    """(query, key) pairs one head scores in a sequence of s tokens: s(s+1)/2 unmasked ones
+    when causal is 1, the full s^2 square when 0 (numeric, so it takes arrays)."""
+    return s * s - causal * s * (s - 1) / 2
+
+
+def attention_product_flops(pairs, a, d):
+    """One product (QK^T or PV) over `pairs` (query, key) pairs in each of `a` heads:
+    2d FLOPs (d multiply-adds) per pair per head."""
+    return 2 * d * a * pairs
+
+
+def attention_flops(b, s, a, d, passes: str = "fwd", causal=1):
+    """QK^T and PV over the pairs of b sequences; backward (four products) twice that."""
+    return _times(passes) * 2 * attention_product_flops(b * attention_pairs(s, causal), a, d)
+
+
+def attention_io_bytes(b, s, a, g, d, e, passes: str = "fwd"):
+    """fwd: read q [b,a,s,d], k, v [b,g,s,d]; write o [b,a,s,d]. bwd: read q, k, v, o, dO;
+    write dq, dk, dv."""
+    if _bwd(passes):
+        return e * b * s * d * (4 * a + 4 * g)
+    return e * b * s * d * (2 * a + 2 * g)
+
+
+def eager_scores_bytes(b, s, a, e):
+    """What eager attention adds to the fewest bytes: it writes and re-reads the b a s^2
+    scores, 4 passes (matmul out, mask add, softmax in and out)."""
+    return 4 * b * a * s * s * e
+
+
+def attention(b: int, s: int, a: int, g: int, d: int, e: float, passes: str = "fwd") -> Cost:
+    """Causal attention core over the unmasked pairs, for every backend alike."""
+    return Cost(attention_flops(b, s, a, d, passes), attention_io_bytes(b, s, a, g, d, e, passes))
+
+
+# ---- element-wise --------------------------------------------------------------------
+
+def softmax(rows, cols, e, passes: str = "fwd") -> Cost:
+    """Softmax over the last axis. fwd: read x, write y. bwd: read y, dy; write dx."""
+    n = rows * cols
+    return Cost(_times(passes) * SOFTMAX_FLOPS * n, (3 if _bwd(passes) else 2) * e * n)
+
+
+def rmsnorm(T, h, e, passes: str = "fwd") -> Cost:
+    """y = x / rms(x) * w. fwd: read x, w; write y. bwd: read x, w, dy; write dx, dw."""
+    nbytes = e * (3 * T * h + 2 * h) if _bwd(passes) else e * (2 * T * h + h)
+    return Cost(_times(passes) * RMSNORM_FLOPS * T * h, nbytes)
+
+
+def rope(T, q_dim, kv_dim, d, e, passes: str = "fwd") -> Cost:
+    """q, k <- x cos + rotate_half(x) sin. Reads q, k, cos [T,d], sin [T,d]; writes q, k
+    (the same in backward, with dq, dk in place of q, k)."""
+    n = T * (q_dim + kv_dim)
+    return Cost(_times(passes) * ROPE_FLOPS * n, e * (2 * n + 2 * T * d))
+
+
+def swiglu(T, f, e, passes: str = "fwd") -> Cost:
+    """silu(gate) * up. fwd: read gate, up; write y. bwd: read gate, up, dy; write dgate, dup."""
+    return Cost(_times(passes) * SWIGLU_FLOPS * T * f, (5 if _bwd(passes) else 3) * e * T * f)
+
+
+def residual_add(T, h, e) -> Cost:
+    """x + y: read two [T, h], write one (not timed by `bench ops`; layertime counts two a layer)."""
+    return Cost(T * h, 3 * e * T * h)
+
+
+def embedding(T, V, h, e, passes: str = "fwd") -> Cost:
+    """fwd: read T int64 ids and T rows of the table; write T rows. bwd: read ids and dY,
+    write the dense table gradient [V, h] (one add per element of dY)."""
+    if _bwd(passes):
+        return Cost(T * h, 8 * T + e * T * h + e * V * h)
+    return Cost(0, 8 * T + 2 * e * T * h)
+
+
+def cross_entropy(T, V, passes: str = "fwd") -> Cost:
+    """Mean NLL of log-softmax over fp32 logits [T, V]. fwd: read logits and int64 targets,
+    write one scalar. bwd: read logits and targets, write dlogits."""
+    if _bwd(passes):
+        return Cost(2 * CROSS_ENTROPY_FLOPS * T * V, 4 * T * V + 8 * T + 4 * T * V)
+    return Cost(CROSS_ENTROPY_FLOPS * T * V, 4 * T * V + 8 * T + 4)
+
+
+# ---- optimizer -----------------------------------------------------------------------
+
+def optimizer_step_bytes_per_param(dtype_bytes, optimizer: str = "adamw"):
+    """Bytes one optimizer step moves per parameter: read the weight and its gradient and
+    write the weight (3 x dtype), read and write every optimizer state (2 x
+    states.optimizer_bytes_per_param). AdamW in fp32: read p, g, m, v, write p, m, v = 28."""
+    return 3 * dtype_bytes + 2 * states.optimizer_bytes_per_param(dtype_bytes, optimizer)
+
+
+def adamw(params) -> Cost:
+    """One AdamW step over `params` fp32 parameters (torch.optim.AdamW, as `bench ops` times it)."""
+    return Cost(ADAMW_FLOPS_PER_PARAM * params, optimizer_step_bytes_per_param(4, "adamw") * params)
+
+
+# ---- quantized weights ---------------------------------------------------------------
+
+def quant_storage_bytes(k: int, n: int, e: float, quant: str, double_quant: bool = True) -> int:
+    """Bytes of a quantized W [n, k] as stored (perfmodel.weights.linear_weight_bytes, `quant`
+    one of its names: nf4, int8-bnb, int8-weight; `e` counts only for `none`)."""
+    return wt.linear_weight_bytes(n, k, wt.check_quant(quant), e, double_quant)
+
+
+def quantize(k: int, n: int, e: float, quant: str, double_quant: bool = True) -> Cost:
+    """Read W in the compute dtype, write codes and scales (FLOPs not counted: memory-bound)."""
+    return Cost(0, e * k * n + quant_storage_bytes(k, n, e, quant, double_quant))
+
+
+def dequantize(k: int, n: int, e: float, quant: str, double_quant: bool = True) -> Cost:
+    """Read codes and scales, write W in the compute dtype."""
+    return Cost(0, quant_storage_bytes(k, n, e, quant, double_quant) + e * k * n)
+
+
+def quant_linear(T: int, k: int, n: int, e: float, quant: str, double_quant: bool = True) -> Cost:
+    """Y = X W^T with W stored quantized: 2Tkn FLOPs, reading the quantized weight."""
+    return Cost(linear_flops(T, k, n), linear_io_bytes(T, k, n, e) + quant_storage_bytes(k, n, e, quant, double_quant))

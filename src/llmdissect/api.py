@@ -1,0 +1,62 @@
+"""The public Python API for notebooks and scripts: `llmdissect.estimate(...)`.
+
+What `llmdissect estimate` does, without typer and without printing: the same request
+(`perfmodel.request.EstimateRequest`), the same analytical model, the same record. Measured
+runs are in `llmdissect.bench`, stored records in `llmdissect.results.load`. No torch.
+"""
+from __future__ import annotations
+
+import os
+from llmdissect.results.schema import RunRecord
+
+
+def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, dtype: str | None = None,
+             micro_batch: int | None = None, seq: int | None = None, grad_accum: int | None = None,
+             zero: int | None = None, offload: str | None = None, recompute: str | None = None,
+             attn: str = "sdpa", tp: int = 1, pp: int | None = None, optimizer: str | None = None,
+             lora_rank: int | None = None, lora_targets: str | None = None, quant: str = "none",
+             batch: int | None = None, input_len: int | None = None, output_len: int | None = None,
+             calibration: str | os.PathLike[str] | None = None, store: bool = True,
+             db: str | os.PathLike[str] | None = None) -> RunRecord:
+    """Predict per-device memory, step time, throughput and MFU of a configuration (no run).
+
+    The same as `llmdissect estimate KIND --model M --hardware H ... --json`: the options are
+    those of the command (None takes the default shown by `llmdissect estimate --help`), and
+    the result is the `RunRecord` that `--json` prints (`kind="estimate"`,
+    `source="estimated"`, `config["kind_estimated"]` = `kind`). Its `metrics` hold
+    `memory.<x>_bytes`, `time.<x>_s`, `tokens_per_s`, `mfu`, `fits`, `model_flops_per_token`
+    and `notes` (the assumptions behind them), as docs/metrics.md defines them.
+
+    Args:
+        kind: pretrain | finetune | infer.
+        model: a model preset (`llmdissect models`), model TOML or config.json.
+        hardware: a device (a800, h100, cpu) or a platform (8xa800).
+        gpus, dtype, micro_batch, seq, grad_accum, zero, offload, recompute, attn, tp, pp,
+            optimizer, lora_rank, lora_targets, quant, batch, input_len, output_len: the
+            options of `llmdissect estimate` (see `perfmodel.request.EstimateRequest`);
+            training-only options are refused for infer and the other way round.
+        calibration: a calibration profile (default: this machine's, when one was measured).
+        store: also write the record to the results store, as the command does.
+        db: the results store (default: $LLMDISSECT_DB or .llmdissect/results.db).
+
+    Raises:
+        llmdissect.errors.UserError: bad input (unknown model or hardware, an option that
+            does not apply, a missing calibration file, ...), with one clear line.
+    """
+    from llmdissect.perfmodel.request import estimate_env, estimate_request, run_estimate
+
+    options = dict(gpus=gpus, dtype=dtype, micro_batch=micro_batch, seq=seq, grad_accum=grad_accum, zero=zero,
+                   offload=offload, recompute=recompute, attn=attn, tp=tp, pp=pp, optimizer=optimizer,
+                   lora_rank=lora_rank, lora_targets=lora_targets, quant=quant, batch=batch, input_len=input_len,
+                   output_len=output_len)
+    est = run_estimate(estimate_request(kind, model=model, hardware=hardware, **options), calibration)
+    record = est.to_record(estimate_env(calibration))
+    if store:
+        from llmdissect.results.store import open_store
+
+        with open_store(db) as s:
+            s.add(record)
+    return record
+
+
+__all__ = ["estimate"]

@@ -166,3 +166,26 @@ def test_named_assumptions_are_overridable_by_the_profile():
     assert estimate_train(setup, bare).metrics["memory"]["other_bytes"] == 0
     with pytest.raises(UserError, match="unknown perfmodel assumption"):
         machine_for(plat, "bf16", {"perfmodel": {"context": 1}}, explicit=True)
+
+
+def test_every_platform_link_reaches_its_own_latency_family():
+    from llmdissect.specs import list_platforms
+
+    for plat in list_platforms():
+        link = plat.interconnect or plat.device.link
+        assert comm.link_family(link.kind) != "default", (plat.name, link.kind)
+    assert comm.link_family("nvswitch-nvlink4") == "nvswitch"
+    assert comm.link_family("pcie4-x16") == "pcie"
+    assert comm.link_family("ib-ndr") == "net"
+
+
+def test_a_small_collective_costs_nccls_base_plus_steps():
+    """NCCL's tuning model (ring, LL): 3.6 us + nsteps x 0.47 us on NVLink; an all-reduce over
+    8 GPUs has 2 x 7 steps: 10.18 us whatever the message, before bandwidth."""
+    mach = machine_for(resolve_platform("8xh100"), "bf16")
+    t = comm.collective_time_s(mach.network, "all_reduce", 8, 8)
+    assert t == pytest.approx(3.6e-6 + 14 * 0.47e-6, rel=1e-3)
+    # weak dependence on ranks: 2 ranks cost 3.6 + 2 x 0.47 us, not 7x less
+    t2 = comm.collective_time_s(mach.network, "all_reduce", 8, 2)
+    assert t2 == pytest.approx(3.6e-6 + 2 * 0.47e-6, rel=1e-3)
+    assert t / t2 < 2.5

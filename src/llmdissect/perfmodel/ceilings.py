@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmdissect.errors import UserError
-from llmdissect.perfmodel.comm import Network, default_alpha_s
+from llmdissect.perfmodel.comm import Network, default_latency_s
 from llmdissect.perfmodel.defaults import DEFAULT_EFFICIENCY, assumptions_for
 from llmdissect.perfmodel.roofline import Ceilings
 from llmdissect.specs.hardware import HardwareSpec, Platform
@@ -87,12 +87,14 @@ def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None =
             if isinstance(fit, dict) and "alpha_s" in fit and "beta_s_per_byte" in fit:
                 fits[op] = (float(fit["alpha_s"]), float(fit["beta_s_per_byte"]), int(fit.get("nproc") or 0))
     if link is not None:
-        network = Network(link.unidirectional_bytes_per_s, default_alpha_s(link.kind), eff["comm"], fits)
+        base, alpha = default_latency_s(link.kind)
+        network = Network(link.unidirectional_bytes_per_s, alpha, eff["comm"], fits, base_s=base)
     else:  # one host's processes talk through its memory
-        network = Network(float(bandwidth or 10e9) / 4, default_alpha_s("cpu"), eff["comm"], fits)
+        base, alpha = default_latency_s("cpu")
+        network = Network(float(bandwidth or 10e9) / 4, alpha, eff["comm"], fits, base_s=base)
     sources["collectives"] = f"calibration profile ({backend})" if fits else "alpha-beta defaults"
     host = hw.host_link
-    host_link = Network(host.unidirectional_bytes_per_s, default_alpha_s("pcie"), eff["host_link"]) if host else None
+    host_link = Network(host.unidirectional_bytes_per_s, default_latency_s("pcie")[1], eff["host_link"]) if host else None
     assumptions = assumptions_for(hw.kind)
     overrides = profile.get("perfmodel") if (applies or explicit) else None
     if isinstance(overrides, dict) and overrides:

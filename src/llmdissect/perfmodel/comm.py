@@ -9,15 +9,18 @@ per-step latency alpha moves, per device:
     reduce_scatter  (n-1) steps,   (n-1)/n x S bytes     (S = the input)
     send/recv       1 step,        S bytes
 
-so t = steps x alpha + volume / (B x eff). Where the calibration profile holds a measured
-fit for the operation (`time_s = alpha_s + beta_s_per_byte x size_bytes`, nccl-tests' size)
-that fit is used instead. One rank (n = 1) costs nothing. Scalars or numpy arrays.
+so t = base + steps x alpha + volume / (B x eff): a fixed cost per call (`base_s`, the
+launch and protocol set-up) plus a small cost per ring step (`alpha_s`), as NCCL's own
+tuning model has it (src/graph/tuning.cc: baseLat + nsteps x hwLat; defaults.py). Where
+the calibration profile holds a measured fit for the operation (`time_s = alpha_s +
+beta_s_per_byte x size_bytes`, nccl-tests' size) at the same rank count, that fit is used
+instead. One rank (n = 1) costs nothing. Scalars or numpy arrays.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from llmdissect.perfmodel.defaults import DEFAULT_ALPHA_S
+from llmdissect.perfmodel.defaults import DEFAULT_COLLECTIVE_LATENCY_S
 
 FACTORS = {"all_reduce": (2.0, 2.0), "all_gather": (1.0, 1.0), "reduce_scatter": (1.0, 1.0)}
 """op -> (latency steps per (n - 1), bytes moved per (n - 1)/n x S)."""
@@ -29,18 +32,30 @@ class Network:
 
     bandwidth_bytes_per_s: float
     alpha_s: float
+    """Latency of one ring step."""
     efficiency: float = 0.8
     fits: dict = field(default_factory=dict)
     """op -> (alpha_s, beta_s_per_byte, nproc) measured by `bench comm`; a fit stands in for
     the ring model only at the rank count it was measured with (nproc 0: any)."""
+    base_s: float = 0.0
+    """Fixed cost of one collective call, whatever the number of ranks."""
 
 
-def default_alpha_s(link_kind: str) -> float:
-    """Per-step latency for a link kind (nvlink*, pcie*, cpu)."""
-    for prefix, alpha in DEFAULT_ALPHA_S.items():
-        if link_kind.lower().startswith(prefix):
-            return alpha
-    return DEFAULT_ALPHA_S["default"]
+def link_family(link_kind: str) -> str:
+    """The latency family of a link kind: `nvswitch-nvlink4` -> nvswitch, `pcie4-x16` -> pcie,
+    `ib-hdr` / `roce` -> net, `cpu`; anything else -> default."""
+    kind = link_kind.lower()
+    for family in ("nvswitch", "nvlink", "pcie", "cpu"):
+        if kind.startswith(family):
+            return family
+    if kind.startswith(("ib", "infiniband", "roce", "ethernet", "eth", "net")):
+        return "net"
+    return "default"
+
+
+def default_latency_s(link_kind: str) -> tuple[float, float]:
+    """(base_s per call, alpha_s per ring step) of a link kind (defaults.DEFAULT_COLLECTIVE_LATENCY_S)."""
+    return DEFAULT_COLLECTIVE_LATENCY_S[link_family(link_kind)]
 
 
 def collective_time_s(net: Network, op: str, size_bytes, n):
@@ -48,7 +63,8 @@ def collective_time_s(net: Network, op: str, size_bytes, n):
     steps, volume = FACTORS[op]
     single = (n <= 1) * 1
     ring = (n - 1) / (n + single)  # n = 1 gives 0 (and never divides by zero)
-    model = steps * (n - 1) * net.alpha_s + volume * ring * size_bytes / (net.bandwidth_bytes_per_s * net.efficiency)
+    model = (1 - single) * (net.base_s + steps * (n - 1) * net.alpha_s) \
+        + volume * ring * size_bytes / (net.bandwidth_bytes_per_s * net.efficiency)
     if op not in net.fits:
         return model
     alpha, beta, nproc = net.fits[op]
@@ -58,8 +74,8 @@ def collective_time_s(net: Network, op: str, size_bytes, n):
 
 
 def p2p_time_s(net: Network, size_bytes):
-    """One point-to-point transfer (pipeline stages): alpha + S / B."""
-    return net.alpha_s + size_bytes / (net.bandwidth_bytes_per_s * net.efficiency)
+    """One point-to-point transfer (pipeline stages): base + alpha + S / B."""
+    return net.base_s + net.alpha_s + size_bytes / (net.bandwidth_bytes_per_s * net.efficiency)
 
 
 def data_parallel_comm_s(net: Network, stage, grad_bytes, weight_bytes, dp, micro_batches):

@@ -21,9 +21,17 @@ DEFAULT_EFFICIENCY: dict[str, float] = {
     "host_link": 0.80,   # fraction of the PCIe bandwidth reached by offload copies
 }
 
-# Latency of one ring step (the alpha of the alpha-beta model) per link kind, in seconds.
-# NCCL reports ~5-10 us per hop inside a node; gloo over TCP ~50 us.
-DEFAULT_ALPHA_S: dict[str, float] = {"nvlink": 6e-6, "pcie": 10e-6, "cpu": 50e-6, "default": 10e-6}
+# Latency of a collective: a fixed cost per call plus a small cost per ring step, in
+# seconds, per link kind: (base_s, per_step_s). GPU links take NCCL's own tuning model
+# (NVIDIA/nccl src/graph/tuning.cc, ncclTopoTuneModel: latency = baseLat + nsteps x hwLat;
+# ring/LL, the protocol NCCL picks for small messages: baseLat 3.6 us, hwLat NVLink 0.47 us,
+# PCI 1.0 us, network 2.7 us), so a small all-reduce over 8 GPUs costs ~10 us, not
+# 2 (n - 1) x a per-hop alpha. NVSwitch systems are NVLink to NCCL. The CPU's gloo has no
+# published model: its default is a typical TCP loopback round trip (~50 us per call),
+# and `bench comm` fits replace it on the machine that ran them.
+DEFAULT_COLLECTIVE_LATENCY_S: dict[str, tuple[float, float]] = {
+    "nvlink": (3.6e-6, 0.47e-6), "nvswitch": (3.6e-6, 0.47e-6), "pcie": (3.6e-6, 1.0e-6),
+    "net": (3.6e-6, 2.7e-6), "cpu": (50e-6, 0.0), "default": (3.6e-6, 1.0e-6)}
 
 # Fraction of data-parallel / ZeRO communication hidden behind backward compute. DeepSpeed
 # and PyTorch DDP overlap bucketed gradient reduction with backward; Megatron's TP

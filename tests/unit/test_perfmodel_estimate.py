@@ -189,3 +189,25 @@ def test_a_small_collective_costs_nccls_base_plus_steps():
     t2 = comm.collective_time_s(mach.network, "all_reduce", 8, 2)
     assert t2 == pytest.approx(3.6e-6 + 2 * 0.47e-6, rel=1e-3)
     assert t / t2 < 2.5
+
+
+def test_processes_on_one_cpu_share_its_peak_and_bandwidth():
+    profile = {"cpu": {"peak_flops_per_s": {"fp32": 200e9}, "memory_bandwidth_bytes_per_s": 20e9}}
+    one = machine_for(resolve_platform("cpu"), "fp32", profile)
+    two = machine_for(resolve_platform("cpu", 2), "fp32", profile)
+    assert one.ceilings.peak_flops_per_s == 200e9
+    assert two.ceilings.peak_flops_per_s == 100e9 and two.ceilings.memory_bandwidth_bytes_per_s == 10e9
+    assert "share one CPU" in two.sources["sharing"]
+    # GPUs do not share: each device keeps its own peak
+    assert machine_for(resolve_platform("8xh100"), "bf16").ceilings.peak_flops_per_s == \
+        machine_for(resolve_platform("h100"), "bf16").ceilings.peak_flops_per_s
+
+
+def test_the_estimate_says_which_collective_fit_it_used():
+    fits = {"all_reduce": {"alpha_s": 1e-4, "beta_s_per_byte": 1e-9, "nproc": 2}}
+    profile = {"cpu": {"peak_flops_per_s": {"fp32": 1e11}, "memory_bandwidth_bytes_per_s": 1e10},
+               "collectives": {"gloo": fits}}
+    at2 = machine_for(resolve_platform("cpu", 2), "fp32", profile).sources["collectives"]
+    at4 = machine_for(resolve_platform("cpu", 4), "fp32", profile).sources["collectives"]
+    assert "fits at 2 processes for all_reduce" in at2
+    assert "measured at [2] processes, not 4" in at4

@@ -56,6 +56,16 @@ def _efficiency(value: Any, key: str) -> float:
     return float(value)
 
 
+def _collective_source(fits: dict, backend: str, n: int) -> str:
+    """Which collective model the estimate uses at `n` ranks, per operation."""
+    used = sorted(op for op, (_, _, nproc) in fits.items() if not nproc or nproc == n)
+    if not used:
+        measured = sorted({nproc for _, _, nproc in fits.values()})
+        return "alpha-beta defaults" + (f" (the {backend} fits were measured at {measured} processes, not {n})"
+                                        if measured else "")
+    return f"calibration profile: {backend} fits at {n} processes for {', '.join(used)}; defaults for the rest"
+
+
 def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None = None,
                 explicit: bool = False) -> Machine:
     """Ceilings and network of `platform` for compute dtype `dtype`."""
@@ -78,7 +88,12 @@ def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None =
         bandwidth = section.get("memory_bandwidth_bytes_per_s") or bandwidth
     sources["peak"] = "calibration profile" if applies and section and section.get("peak_flops_per_s") else \
         ("hardware spec" if peak else "unknown")
-    ceilings = Ceilings(float(peak), float(bandwidth), eff) if peak and bandwidth else None
+    # N processes on one CPU share its cores and its memory: each gets 1/N of what `peak`
+    # measured with all of them (the launcher gives each process cores // N threads)
+    shared = platform.num_devices if hw.kind == "cpu" else 1
+    if shared > 1:
+        sources["sharing"] = f"{shared} processes share one CPU: 1/{shared} of its peak and bandwidth each"
+    ceilings = Ceilings(float(peak) / shared, float(bandwidth) / shared, eff) if peak and bandwidth else None
     link = platform.interconnect or hw.link
     backend = "gloo" if hw.kind == "cpu" else "nccl"
     fits = {}
@@ -92,7 +107,7 @@ def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None =
     else:  # one host's processes talk through its memory
         base, alpha = default_latency_s("cpu")
         network = Network(float(bandwidth or 10e9) / 4, alpha, eff["comm"], fits, base_s=base)
-    sources["collectives"] = f"calibration profile ({backend})" if fits else "alpha-beta defaults"
+    sources["collectives"] = _collective_source(fits, backend, platform.num_devices)
     host = hw.host_link
     host_link = Network(host.unidirectional_bytes_per_s, default_latency_s("pcie")[1], eff["host_link"]) if host else None
     assumptions = assumptions_for(hw.kind)

@@ -29,11 +29,12 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from llmdissect.measure.env import capture_device_env
+    from llmdissect.micro.overhead import measure_overheads
     from llmdissect.progress import report
 
     torch.manual_seed(config.get("seed", 0))
     plans = {d: _plan(d, config["quick"]) for d in config["devices"]}
-    total = sum(sum(len(v) for v in s.values()) + 1 for s, _ in plans.values())
+    total = sum(sum(len(v) for v in s.values()) + 2 for s, _ in plans.values())
     done = [0]
     out: dict[str, Any] = {}
     for device, (sizes, nbytes) in plans.items():
@@ -45,8 +46,11 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         report(config, done[0], total, f"{device} copy")
         copy = pk.copy_row(device, nbytes, config["min_time_s"], config.get("seed", 0))
         done[0] += 1
+        report(config, done[0], total, f"{device} fixed costs")
+        overheads = measure_overheads(device, min(config["min_time_s"], 0.3), config.get("seed", 0))
+        done[0] += 1
         name = "cpu" if device == "cpu" else torch.cuda.get_device_name(int(device.split(":")[1]))
-        entry = {"device": device, "name": name, **summarize_device(rows, copy)}
+        entry = {"device": device, "name": name, **summarize_device(rows, copy), "overheads": overheads}
         if device == "cpu":
             theory = pk.theoretical_cpu_peak(torch.get_num_threads())
             entry["theoretical_peak_flops_per_s"] = theory.pop("flops_per_s")

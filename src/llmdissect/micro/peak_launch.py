@@ -38,6 +38,9 @@ def profile_update(metrics: dict[str, Any], record_id: str | None = None) -> dic
         section = {"peak_flops_per_s": entry["peak_flops_per_s"],
                    "memory_bandwidth_bytes_per_s": entry["memory_bandwidth_bytes_per_s"], "record_id": record_id,
                    "threads": metrics.get("threads")}
+        for key in ("op_fixed_s", "forward_fixed_s", "generate_step_s"):  # fixed costs (micro.overhead)
+            if (entry.get("overheads") or {}).get(key) is not None:
+                section[key] = entry["overheads"][key]
         if entry["device"] == "cpu":
             section["theoretical_peak_flops_per_s"] = entry.get("theoretical_peak_flops_per_s", {})
             update["cpu"] = section

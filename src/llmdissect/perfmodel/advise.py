@@ -86,7 +86,11 @@ def train_space(kind: str, m: ModelSpec, mach: Machine, seq: int, e: float, *, r
               off=g["off"], tp=tp, pp=pp, dp=g["dp"], optimizer="adamw", lora=lora_on,
               lora_params=g["rank"] * per_rank, frozen_weight_bytes=frozen * lora_on)
     mem = train_memory(m, mach, **kw)
-    t = train_time(m, mach, layer_weight_bytes=layer_bytes, **kw)
+    # FSDP (ZeRO-2/3 without optimizer-only offload: config.TrainSetup.engine) splits its
+    # collectives per layer (TrainSetup.sharded_calls)
+    fsdp = (g["zero"] >= 2) & (g["off"] != 1)
+    calls = np.where(fsdp, m.num_layers // pp + 1, 1)
+    t = train_time(m, mach, layer_weight_bytes=layer_bytes, sharded_calls=calls, **kw)
     host_cap = mach.platform.host_memory_bytes or np.inf
     fits_dev = mem["total_bytes"] <= mach.platform.device.memory_bytes
     fits_host = mem["host_bytes"] * devices <= host_cap

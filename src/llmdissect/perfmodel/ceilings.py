@@ -14,7 +14,7 @@ from typing import Any
 
 from llmdissect.errors import UserError
 from llmdissect.perfmodel.comm import Network, default_latency_s
-from llmdissect.perfmodel.defaults import DEFAULT_EFFICIENCY, assumptions_for
+from llmdissect.perfmodel.defaults import DEFAULT_EFFICIENCY, OP_FIXED_S_GPU, assumptions_for
 from llmdissect.perfmodel.roofline import Ceilings
 from llmdissect.specs.hardware import HardwareSpec, Platform
 
@@ -66,6 +66,26 @@ def _collective_source(fits: dict, backend: str, n: int) -> str:
     return f"calibration profile: {backend} fits at {n} processes for {', '.join(used)}; defaults for the rest"
 
 
+def _fixed_costs(kind: str, section: dict[str, Any] | None, sources: dict) -> dict[str, float]:
+    """The fixed costs per operator, per forward and per generate step (micro.overhead):
+    measured in the profile's section, else a GPU's published launch cost, else 0."""
+    from llmdissect.perfmodel.op_costs import MODEL_EDGE_OPS
+
+    measured = {k: float(v) for k, v in (section or {}).items()
+                if k in ("op_fixed_s", "forward_fixed_s", "generate_step_s") and isinstance(v, (int, float))
+                and not isinstance(v, bool) and v >= 0}
+    if "op_fixed_s" in measured:
+        sources["fixed_costs"] = "calibration profile (llmdissect peak)"
+        return {"op_fixed_s": measured["op_fixed_s"], "forward_fixed_s": measured.get("forward_fixed_s", 0.0),
+                "generate_step_s": measured.get("generate_step_s", 0.0)}
+    if kind == "gpu":
+        sources["fixed_costs"] = "kernel launch default (defaults.OP_FIXED_S_GPU); generate's own step not modelled"
+        return {"op_fixed_s": OP_FIXED_S_GPU, "forward_fixed_s": len(MODEL_EDGE_OPS) * OP_FIXED_S_GPU,
+                "generate_step_s": 0.0}
+    sources["fixed_costs"] = "none: not measured on this machine (run `llmdissect peak`)"
+    return {"op_fixed_s": 0.0, "forward_fixed_s": 0.0, "generate_step_s": 0.0}
+
+
 def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None = None,
                 explicit: bool = False) -> Machine:
     """Ceilings and network of `platform` for compute dtype `dtype`."""
@@ -93,7 +113,11 @@ def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None =
     shared = platform.num_devices if hw.kind == "cpu" else 1
     if shared > 1:
         sources["sharing"] = f"{shared} processes share one CPU: 1/{shared} of its peak and bandwidth each"
-    ceilings = Ceilings(float(peak) / shared, float(bandwidth) / shared, eff) if peak and bandwidth else None
+    fixed = _fixed_costs(hw.kind, section if applies else None, sources)
+    curve = tuple(tuple(map(float, pt)) for pt in ((section or {}).get("gemm_efficiency_by_flops") or ())
+                  if applies and len(pt) == 2 and 0 < pt[1] <= 1)
+    ceilings = Ceilings(float(peak) / shared, float(bandwidth) / shared, eff, gemm_efficiency_by_flops=curve,
+                        **fixed) if peak and bandwidth else None
     link = platform.interconnect or hw.link
     backend = "gloo" if hw.kind == "cpu" else "nccl"
     fits = {}

@@ -58,17 +58,18 @@ def default_latency_s(link_kind: str) -> tuple[float, float]:
     return DEFAULT_COLLECTIVE_LATENCY_S[link_family(link_kind)]
 
 
-def collective_time_s(net: Network, op: str, size_bytes, n):
-    """Time of one ring collective of nccl-tests size `size_bytes` over `n` ranks."""
+def collective_time_s(net: Network, op: str, size_bytes, n, calls=1):
+    """Time of one ring collective of nccl-tests size `size_bytes` over `n` ranks, or of
+    `calls` collectives that move those bytes between them (each pays the fixed cost)."""
     steps, volume = FACTORS[op]
     single = (n <= 1) * 1
     ring = (n - 1) / (n + single)  # n = 1 gives 0 (and never divides by zero)
-    model = (1 - single) * (net.base_s + steps * (n - 1) * net.alpha_s) \
+    model = (1 - single) * calls * (net.base_s + steps * (n - 1) * net.alpha_s) \
         + volume * ring * size_bytes / (net.bandwidth_bytes_per_s * net.efficiency)
     if op not in net.fits:
         return model
     alpha, beta, nproc = net.fits[op]
-    measured = (1 - single) * (alpha + beta * size_bytes)
+    measured = (1 - single) * (calls * alpha + beta * size_bytes)
     use = (n == nproc) * 1 if nproc else 1
     return use * measured + (1 - use) * model
 
@@ -78,7 +79,7 @@ def p2p_time_s(net: Network, size_bytes):
     return net.base_s + net.alpha_s + size_bytes / (net.bandwidth_bytes_per_s * net.efficiency)
 
 
-def data_parallel_comm_s(net: Network, stage, grad_bytes, weight_bytes, dp, micro_batches):
+def data_parallel_comm_s(net: Network, stage, grad_bytes, weight_bytes, dp, micro_batches, calls=1):
     """Per optimizer step, the ZeRO paper's communication (arXiv 1910.02054, section 7):
 
     stage 0/1: one all-reduce of the gradients after accumulation (2 Psi volume);
@@ -86,10 +87,13 @@ def data_parallel_comm_s(net: Network, stage, grad_bytes, weight_bytes, dp, micr
                parameters per step;
     stage 3:   per micro-batch an all-gather of the parameters in forward and again in
                backward, and a reduce-scatter of the gradients (3 Psi: 1.5x data parallel).
+
+    A sharded stage splits each pass's traffic into `calls` collectives (FSDP: one per wrapped
+    layer and one for the root), each paying the fixed cost of a call.
     """
     ar = collective_time_s(net, "all_reduce", grad_bytes, dp)
-    rs = collective_time_s(net, "reduce_scatter", grad_bytes, dp)
-    ag = collective_time_s(net, "all_gather", weight_bytes, dp)
+    rs = collective_time_s(net, "reduce_scatter", grad_bytes, dp, calls)
+    ag = collective_time_s(net, "all_gather", weight_bytes, dp, calls)
     s01 = (stage <= 1) * ar
     s2 = (stage == 2) * (micro_batches * rs + ag)
     s3 = (stage >= 3) * micro_batches * (2 * ag + rs)

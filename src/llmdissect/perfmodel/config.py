@@ -118,6 +118,12 @@ class TrainSetup:
             return "fsdp"
         return "ddp" if self.zero == 1 or self.platform.num_devices > 1 else "single"
 
+    @property
+    def sharded_calls(self) -> int:
+        """Collectives per sharded pass: FSDP2 gathers and reduces each decoder layer on its
+        own (engines/wrap.py wraps every layer, then the root), DeepSpeed buckets them."""
+        return self.model.num_layers // self.pp + 1 if self.engine == "fsdp" else 1
+
     def config(self) -> dict[str, Any]:
         """Config keys shared with measured runs (docs/developing.md)."""
         c = {"model": self.model.name, "hardware": self.platform.name, "engine": self.engine,

@@ -33,6 +33,14 @@ DEFAULT_COLLECTIVE_LATENCY_S: dict[str, tuple[float, float]] = {
     "nvlink": (3.6e-6, 0.47e-6), "nvswitch": (3.6e-6, 0.47e-6), "pcie": (3.6e-6, 1.0e-6),
     "net": (3.6e-6, 2.7e-6), "cpu": (50e-6, 0.0), "default": (3.6e-6, 1.0e-6)}
 
+# Fixed cost of one operator on a GPU, where `peak` has not measured it: a kernel launch
+# issued right after the previous one, 3.8 us per kernel in NVIDIA's measurement of short
+# back-to-back kernels (A. Gray, "Getting Started with CUDA Graphs", NVIDIA Technical Blog,
+# 2019: 3.8 us per kernel without a sync between launches). What a forward pays outside its
+# layers takes the same cost per operator of op_costs.MODEL_EDGE_OPS; `generate`'s own
+# per-step cost has no published figure and is 0 until measured (the estimate says so).
+OP_FIXED_S_GPU = 3.8e-6
+
 # Fraction of data-parallel / ZeRO communication hidden behind backward compute. DeepSpeed
 # and PyTorch DDP overlap bucketed gradient reduction with backward; Megatron's TP
 # all-reduces sit on the critical path (0 overlap).

@@ -2,7 +2,8 @@
 
 Prefill (TTFT) runs the forward of b x input_len tokens, compute-bound; each decode step
 (TPOT) reads every weight and the KV cache once for b new tokens, bandwidth-bound at small
-batch (Pope et al., "Efficiently Scaling Transformer Inference", arXiv 2211.05102). Decode
+batch, and pays every operator's fixed cost and `generate`'s own per-step cost once more
+(at batch 1 on a CPU these fixed costs are most of a step) (Pope et al., "Efficiently Scaling Transformer Inference", arXiv 2211.05102). Decode
 is costed at the mean context input_len + output_len / 2. Throughput grows with batch until
 the KV cache fills the memory left beside the weights (`max_batch`).
 """
@@ -11,7 +12,8 @@ from __future__ import annotations
 from llmdissect.perfmodel import comm, kvcache
 from llmdissect.perfmodel import flops as fl
 from llmdissect.perfmodel.ceilings import Machine
-from llmdissect.perfmodel.layertime import head_forward_time_s, layer_forward_time_s, layer_gemm_time_s
+from llmdissect.perfmodel.layertime import (head_forward_time_s, layer_elementwise_time_s, layer_fixed_s,
+                                            layer_forward_time_s, layer_gemm_time_s)
 from llmdissect.perfmodel.roofline import attention_time_s
 from llmdissect.perfmodel.trainmodel import framework_bytes
 from llmdissect.specs.models import ModelSpec
@@ -42,13 +44,16 @@ def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp,
     c, net = mach.ceilings, mach.network
     prefill = (m.num_layers * layer_forward_time_s(c, m, b, n_in, e, eager, layer_weights, tp)
                + head_forward_time_s(c, m, b, e, tp, with_loss=0)
-               + comm.tensor_parallel_comm_s(net, b * n_in * m.hidden_size * e, tp, m.num_layers, 1))
+               + comm.tensor_parallel_comm_s(net, b * n_in * m.hidden_size * e, tp, m.num_layers, 1)
+               + c.generate_step_s)  # the first token's pick
     ctx = n_in + n_out / 2
     gemm = m.num_layers * layer_gemm_time_s(c, m, b, e, layer_weights, tp)  # b new tokens through every layer
     attn = attention_time_s(c, b * m.num_layers * fl.layer_attention_flops_fwd(m, ctx) / tp,
                             kvcache.kv_cache_bytes(m, b, ctx, e, tp))
     head = head_forward_time_s(c, m, b, e, tp, with_loss=0)
-    tpot = gemm + attn + head + comm.tensor_parallel_comm_s(net, b * m.hidden_size * e, tp, m.num_layers, 1)
+    # every layer's operators pay their fixed cost again for each new token, as does generate's own loop
+    fixed = m.num_layers * (layer_fixed_s(c) + layer_elementwise_time_s(c, m, b, e, tp)) + c.generate_step_s
+    tpot = gemm + attn + head + fixed + comm.tensor_parallel_comm_s(net, b * m.hidden_size * e, tp, m.num_layers, 1)
     e2e = prefill + (n_out - 1) * tpot
     flops = b * n_in * fl.inference_flops_per_token(m, n_in / 2) + b * n_out * fl.inference_flops_per_token(m, ctx)
     return {"time": {"ttft_s": prefill, "tpot_s": tpot, "e2e_latency_s": e2e},

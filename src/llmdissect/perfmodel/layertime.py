@@ -27,16 +27,25 @@ def layer_weight_elements(m: ModelSpec):
 
 
 def layer_gemm_shapes(m: ModelSpec):
-    """(k, n) of the layer's GEMMs as a forward groups them: q/k/v, o, gate/up, down."""
+    """(k, n) of the layer's GEMMs as transformers' Llama runs them, one nn.Linear each:
+    q, k, v, o, gate, up, down (the projections of op_costs.LAYER_FORWARD_OPS)."""
     h, f = m.hidden_size, m.intermediate_size
-    return ((h, m.q_dim + 2 * m.kv_dim), (m.q_dim, h), (h, 2 * f), (f, h))
+    return ((h, m.q_dim), (h, m.kv_dim), (h, m.kv_dim), (m.q_dim, h), (h, f), (h, f), (f, h))
 
 
 def layer_gemm_time_s(c: Ceilings, m: ModelSpec, tokens, e, weight_bytes, tp=1):
-    """The layer's four GEMM groups; `weight_bytes` is the layer's (possibly quantized) weights."""
-    flops = tokens * fl.layer_matmul_flops_fwd(m) / tp
-    io = sum(opc.linear_io_bytes(tokens, k, n, e) for k, n in layer_gemm_shapes(m)) / tp
-    return gemm_time_s(c, flops, weight_bytes / tp + io)
+    """The layer's GEMMs, each at the efficiency of its own size; `weight_bytes` is the
+    layer's (possibly quantized) weights, shared among them by their number of weights."""
+    shapes = layer_gemm_shapes(m)
+    weights = sum(k * n for k, n in shapes)
+    return sum(gemm_time_s(c, opc.linear_flops(tokens, k, n) / tp,
+                           (weight_bytes * k * n / weights + opc.linear_io_bytes(tokens, k, n, e)) / tp)
+               for k, n in shapes)
+
+
+def layer_fixed_s(c: Ceilings, passes=1):
+    """The fixed cost of a layer's operators (op_costs.LAYER_FORWARD_OPS), per pass."""
+    return passes * len(opc.LAYER_FORWARD_OPS) * c.op_fixed_s
 
 
 def layer_attention_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, tp=1):
@@ -59,15 +68,18 @@ def layer_elementwise_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1):
 
 
 def layer_forward_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1):
-    """One layer's forward: GEMMs + attention core + element-wise operators."""
+    """One layer's forward: GEMMs + attention core + element-wise operators, each at its
+    roofline, plus the fixed cost of each of its operators."""
     tokens = b * s
     return (layer_gemm_time_s(c, m, tokens, e, weight_bytes, tp) + layer_attention_time_s(c, m, b, s, e, eager, tp)
-            + layer_elementwise_time_s(c, m, tokens, e, tp))
+            + layer_elementwise_time_s(c, m, tokens, e, tp) + layer_fixed_s(c))
 
 
 def head_forward_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1, with_loss=1):
-    """Output head (vocabulary-parallel under TP) and, in training, the fp32 loss passes."""
+    """Output head (vocabulary-parallel under TP) and, in training, the fp32 loss passes; plus
+    what a forward pays outside its layers (`forward_fixed_s`) and the loss's fixed costs."""
     head = opc.linear(tokens, m.hidden_size, m.vocab_size, e)
     loss = with_loss * (opc.cross_entropy(tokens, m.vocab_size, "fwd").bytes
                         + opc.cross_entropy(tokens, m.vocab_size, "bwd").bytes) / tp
-    return gemm_time_s(c, head.flops / tp, head.bytes / tp) + memory_time_s(c, loss)
+    fixed = c.forward_fixed_s + with_loss * 2 * len(opc.LOSS_OPS) * c.op_fixed_s
+    return gemm_time_s(c, head.flops / tp, head.bytes / tp) + memory_time_s(c, loss) + fixed

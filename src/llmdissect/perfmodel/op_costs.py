@@ -30,6 +30,14 @@ from dataclasses import dataclass
 from llmdissect.perfmodel import states
 from llmdissect.perfmodel import weights as wt
 
+# The operators one Llama decoder layer runs per pass, in the order it runs them, as this
+# table names them: what a fixed cost per operator (dispatch, launch) is counted over.
+LAYER_FORWARD_OPS = ("rmsnorm", "q_proj", "k_proj", "v_proj", "rope", "attention", "o_proj", "residual_add",
+                     "rmsnorm", "gate_proj", "up_proj", "swiglu", "down_proj", "residual_add")
+# Outside the layers: the embedding lookup before them; the final norm and the head after.
+MODEL_EDGE_OPS = ("embedding", "rmsnorm", "lm_head")
+LOSS_OPS = ("cross_entropy",)
+
 RMSNORM_FLOPS = 4  # square, mean, rsqrt-scale, weight-scale
 ROPE_FLOPS = 3  # x cos + rotate_half(x) sin
 SWIGLU_FLOPS = 5  # sigmoid, multiply, multiply (silu(gate) * up)

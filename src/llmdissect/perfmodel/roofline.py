@@ -9,6 +9,7 @@ Works on scalars and numpy arrays alike.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -24,15 +25,44 @@ class Ceilings:
     peak_flops_per_s: float
     memory_bandwidth_bytes_per_s: float
     efficiency: dict
+    op_fixed_s: float = 0.0
+    """What one operator costs beyond its roofline time (eager dispatch on a CPU, a kernel
+    launch on a GPU): `micro.overhead` measures it, defaults.OP_FIXED_S_GPU otherwise."""
+    forward_fixed_s: float = 0.0
+    """What one forward of a model pays outside its decoder layers (mask and rotary set-up,
+    embedding, final norm, head), beyond their roofline time."""
+    generate_step_s: float = 0.0
+    """What `generate` pays per step outside the model (logits processing, the pick, stopping
+    checks, cache bookkeeping)."""
+    gemm_efficiency_by_flops: tuple = ()
+    """Measured (flops, efficiency) points of GEMMs by size (`bench ops`), ascending."""
 
-    def gemm_flops_per_s(self) -> float:
-        return self.peak_flops_per_s * self.efficiency["gemm"]
+    def gemm_flops_per_s(self, flops=None):
+        """The GEMM rate: at the measured efficiency of GEMMs of that size where `bench ops`
+        measured a curve (log-linear between its points, flat beyond them), else the class's."""
+        return self.peak_flops_per_s * gemm_efficiency(self, flops)
 
     def attention_flops_per_s(self) -> float:
         return self.peak_flops_per_s * self.efficiency["attention"]
 
     def bytes_per_s(self) -> float:
         return self.memory_bandwidth_bytes_per_s * self.efficiency["memory"]
+
+
+def gemm_efficiency(c: Ceilings, flops=None):
+    """Fraction of the peak a GEMM of `flops` reaches: small GEMMs reach less of it (the
+    measured `gemm_by_flops` curve of `bench ops`), log-linear in flops between measured
+    points. Scalars only take the curve; arrays (advise) take the class's efficiency."""
+    points = c.gemm_efficiency_by_flops
+    if flops is None or not points or not isinstance(flops, (int, float)):
+        return c.efficiency["gemm"]
+    if flops <= points[0][0]:
+        return points[0][1]
+    for (f0, e0), (f1, e1) in zip(points, points[1:]):
+        if flops <= f1:
+            w = (math.log(flops) - math.log(f0)) / (math.log(f1) - math.log(f0)) if f1 > f0 else 1.0
+            return e0 + w * (e1 - e0)
+    return points[-1][1]
 
 
 def op_time_s(flops, nbytes, flops_per_s, bytes_per_s):
@@ -42,7 +72,7 @@ def op_time_s(flops, nbytes, flops_per_s, bytes_per_s):
 
 def gemm_time_s(c: Ceilings, flops, nbytes):
     """A matrix multiply: compute-bound at large sizes, weight-read-bound at batch 1 decode."""
-    return op_time_s(flops, nbytes, c.gemm_flops_per_s(), c.bytes_per_s())
+    return op_time_s(flops, nbytes, c.gemm_flops_per_s(flops), c.bytes_per_s())
 
 
 def attention_time_s(c: Ceilings, flops, nbytes):

@@ -17,7 +17,8 @@ from llmdissect.perfmodel import comm, states
 from llmdissect.perfmodel import flops as fl
 from llmdissect.perfmodel import op_costs as opc
 from llmdissect.perfmodel.ceilings import Machine
-from llmdissect.perfmodel.layertime import head_forward_time_s, layer_attention_time_s, layer_forward_time_s
+from llmdissect.perfmodel.layertime import (head_forward_time_s, layer_attention_time_s, layer_fixed_s,
+                                            layer_forward_time_s)
 from llmdissect.perfmodel.roofline import memory_time_s
 from llmdissect.perfmodel.stepmemory import optimizer_step_transient_bytes, training_step_peak_bytes
 from llmdissect.specs.models import ModelSpec
@@ -57,9 +58,11 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
 
 
 def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
-               optimizer, lora, lora_params, frozen_weight_bytes, layer_weight_bytes):
+               optimizer, lora, lora_params, frozen_weight_bytes, layer_weight_bytes, sharded_calls=1):
     """Per-step times (s), throughput and MFU; needs `mach.ceilings`. `layer_weight_bytes`
-    is one decoder layer's weights as stored (quantized under QLoRA)."""
+    is one decoder layer's weights as stored (quantized under QLoRA); `sharded_calls` how many
+    collectives a sharded (ZeRO-2/3) pass splits its traffic into (one per wrapped layer
+    for FSDP; config.TrainSetup.sharded_calls)."""
     c, net = mach.ceilings, mach.network
     layers = m.num_layers / pp
     tokens = b * s
@@ -68,7 +71,9 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     fwd = layers * t_layer + t_head
     # backward: activation gradients (1x forward) + weight gradients (1x) unless the base is frozen
     t_adapters = lora * 6 * tokens * lora_params / shard_div(tp, pp) / (c.peak_flops_per_s * c.efficiency["gemm"])
-    bwd = (2 - lora) * fwd + t_adapters
+    # each operator's backward is one autograd node: it pays the fixed cost once, not twice
+    fixed = layers * layer_fixed_s(c)
+    bwd = (2 - lora) * (fwd - fixed) + fixed + t_adapters
     # selective recomputation redoes only the attention core
     recompute = (rc >= 2) * layers * t_layer + (rc == 1) * layers * layer_attention_time_s(c, m, b, s, e, eager, tp)
     act_bytes = tokens * m.hidden_size * e
@@ -78,7 +83,8 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     compute = (ga + pp - 1) * t_micro
     psi_shard = (lora * lora_params + (1 - lora) * m.params) / shard_div(tp, pp)
     frozen_shard = lora * frozen_weight_bytes / shard_div(tp, pp)
-    dp_comm = comm.data_parallel_comm_s(net, zero, psi_shard * e, psi_shard * e + frozen_shard, dp, ga)
+    dp_comm = comm.data_parallel_comm_s(net, zero, psi_shard * e, psi_shard * e + frozen_shard, dp, ga,
+                                        calls=sharded_calls)
     exposed = comm.exposed_s(dp_comm, ga * bwd, mach.assumptions["overlap_fraction"])
     psi_local = psi_shard / (1 + (zero >= 1) * (dp - 1))
     on_device = memory_time_s(c, psi_local * opc.optimizer_step_bytes_per_param(e, optimizer))

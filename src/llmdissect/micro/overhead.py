@@ -1,0 +1,81 @@
+"""Fixed costs a roofline cannot see, measured on this machine (the child side of `peak`).
+
+- `op_fixed_s`: what one operator of a decoder layer costs beyond its bytes and FLOPs
+  (eager dispatch, Python, allocator; a kernel launch on a GPU). Measured as the forward of
+  one `debug-llama` decoder layer for one token, whose weights (185 KB) sit in the caches so
+  that its roofline time is a few microseconds, divided by the operators the layer runs in
+  the operator table (`perfmodel.op_costs.LAYER_FORWARD_OPS`).
+- `forward_fixed_s`: what one forward of the model pays outside its layers (attention-mask
+  and rotary set-up, embedding, final norm, head, cache bookkeeping): the one-token forward
+  of `debug-llama` minus its layers.
+- `generate_step_s`: what `generate` pays per decode step outside the model's forward
+  (logits processing, the greedy pick, stopping checks, cache bookkeeping): the time per
+  step of a `debug-llama` generate call minus the time of its one-token forward.
+
+Both are medians of the one timer's loop (measure.Timer, LoopPolicy), with a fixed seed.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+PROBE_MODEL = "debug-llama"
+PROMPT_TOKENS = 16
+GENERATE_TOKENS = 16
+
+
+def _timed(fn: Any, device: str, min_time_s: float) -> float:
+    import torch
+
+    from llmdissect.measure import LoopPolicy, Timer, measure_loop
+
+    sync = (lambda: torch.cuda.synchronize()) if device.startswith("cuda") else None
+    policy = LoopPolicy(warmup=3, min_iters=10, min_time_s=min_time_s)
+    return measure_loop(fn, policy, Timer(device, sync)).stats.median
+
+
+def measure_overheads(device: str, min_time_s: float = 0.2, seed: int = 0) -> dict[str, Any]:
+    """The fixed costs (seconds) and the timings they come from."""
+    import torch
+
+    from llmdissect.modeling import build_model
+    from llmdissect.perfmodel.op_costs import LAYER_FORWARD_OPS
+    from llmdissect.quiet import quiet_libraries
+    from llmdissect.specs import get_model
+
+    quiet_libraries()
+    spec = get_model(PROBE_MODEL)
+    model = build_model(spec, dtype="fp32", attn="sdpa", device=device, seed=seed).eval()
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    prompt = torch.randint(0, spec.vocab_size, (1, PROMPT_TOKENS), generator=gen).to(device)
+    token = torch.randint(0, spec.vocab_size, (1, 1), generator=gen).to(device)
+    with torch.no_grad():
+        cache = model(prompt, use_cache=True).past_key_values
+
+        def forward_one_token() -> None:  # one decode step's forward; the cache is cut back after
+            model(token, past_key_values=cache, use_cache=True)
+            cache.crop(-1)
+
+        layer = model.model.layers[0]
+        hidden = torch.randn(1, 1, spec.hidden_size, generator=gen).to(device)
+        position = torch.zeros(1, 1, dtype=torch.long, device=device)
+        rotary = model.model.rotary_emb(hidden, position)
+
+        def layer_forward() -> None:
+            layer(hidden, position_embeddings=rotary, position_ids=position)
+
+        def generate() -> None:
+            model.generate(prompt, max_new_tokens=GENERATE_TOKENS, min_new_tokens=GENERATE_TOKENS, do_sample=False,
+                           pad_token_id=0)
+
+        t_layer = _timed(layer_forward, device, min_time_s)
+        t_forward = _timed(forward_one_token, device, min_time_s)
+        t_generate = _timed(generate, device, min_time_s)
+        t_prefill = _timed(lambda: model(prompt, use_cache=True), device, min_time_s)
+    # generate = prefill + first pick, then GENERATE_TOKENS - 1 decode steps
+    per_step = (t_generate - t_prefill) / (GENERATE_TOKENS - 1) if GENERATE_TOKENS > 1 else 0.0
+    # what one forward pays outside its layers (mask and rotary set-up, embedding, final
+    # norm, head, cache bookkeeping), whatever the model's size
+    outside = max(0.0, t_forward - spec.num_layers * t_layer)
+    return {"op_fixed_s": t_layer / len(LAYER_FORWARD_OPS), "forward_fixed_s": outside,
+            "generate_step_s": max(0.0, per_step - t_forward), "layer_forward_s": t_layer,
+            "layer_ops": len(LAYER_FORWARD_OPS), "forward_one_token_s": t_forward, "probe_model": PROBE_MODEL}

@@ -1,0 +1,68 @@
+"""How well the estimate predicts this machine: the quick suite N times, its validation each time.
+
+Each round is a fresh `llmdissect run quick` (its own state folder and store, so each round
+calibrates, measures and estimates from scratch, as `make run` does), then the validation of
+that round's records (what `llmdissect validate --suite quick` prints). Printed per metric:
+the number of pairs and the min / median / max MAPE across rounds, with the load average
+before each round (a shared machine's noise shows in the spread, and in the load).
+
+    python benchmarks/bench_fidelity.py [--rounds 3] [--only STEP,...]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def one_round(folder: Path, only: str | None) -> tuple[list[dict], float, float]:
+    """(validation summary rows, wall seconds, 1-minute load average before) of one quick run."""
+    from llmdissect.analysis.validate import validate_records
+    from llmdissect.results.store import open_existing
+
+    load = os.getloadavg()[0]
+    env = {**os.environ, "LLMDISSECT_HOME": str(folder / "state")}
+    db = folder / "results.db"
+    cmd = [sys.executable, "-m", "llmdissect", "run", "quick", "--db", str(db)] + (["--only", only] if only else [])
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"run quick failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    os.environ["LLMDISSECT_HOME"] = env["LLMDISSECT_HOME"]  # validate with that round's calibration
+    with open_existing(db) as store:
+        records = store.query(suite="quick")
+    measured = [r for r in records if r.source == "measured" and r.status == "ok"]
+    return validate_records(measured, [r for r in records if r.kind == "estimate"]).summary(), wall, load
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only", default=None, help="Quick-suite steps to run (as `run quick --only`).")
+    args = ap.parse_args()
+    per_metric: dict[str, list[float]] = {}
+    pairs: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix="llmdissect-fidelity-") as tmp:
+        for i in range(args.rounds):
+            rows, wall, load = one_round(Path(tmp) / f"round{i}", args.only)
+            print(f"round {i + 1}/{args.rounds}: {wall:.0f} s, load average before {load:.2f}: "
+                  + ", ".join(f"{r['metric']} {r['mape']:.0%}" for r in rows), flush=True)
+            for r in rows:
+                per_metric.setdefault(r["metric"], []).append(r["mape"])
+                pairs[r["metric"]] = r["pairs"]
+    print(f"\nMAPE across {args.rounds} round(s) of the quick suite (error = (predicted - measured) / measured)")
+    print(f"{'metric':<22}{'pairs':>6}{'min':>8}{'median':>8}{'max':>8}")
+    for metric, values in per_metric.items():
+        print(f"{metric:<22}{pairs[metric]:>6}{min(values):>8.0%}{statistics.median(values):>8.0%}"
+              f"{max(values):>8.0%}")
+    print(f"load average now: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (2 cores: above 2 means a shared machine)")
+
+
+if __name__ == "__main__":
+    main()

@@ -9,6 +9,7 @@ import typer
 
 from llmdissect.cli import train_cmd as tc
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
+import llmdissect.metric_names as mn
 
 dissect_app = typer.Typer(no_args_is_help=True, help="Where a step's time goes: phases, modules, top operators "
                                                       "(torch.profiler).")
@@ -36,7 +37,7 @@ def show(record) -> None:
     console.print(table(f"dissect {c['workload']} {c['model']}: phases (median of {c['profile_steps']} traced steps)",
                         ["phase", "time", "share"],
                         [(k, human_seconds(v), f"{m['phases_share'][k]:.1%}") for k, v in m["phases_s"].items()]))
-    hidden = ("loss", "optimizer", "communication") if c["workload"] == "infer" else ()
+    hidden = ("loss", "optimizer", "communication") if c["workload"] == mn.INFER else ()
     console.print(table("modules (shares of the step add to 100 %)", ["module", "time", "share"],
                         [(k, human_seconds(v), f"{m['modules_share'][k]:.1%}") for k, v in m["modules_s"].items()
                          if not (k in hidden and v == 0)]))
@@ -65,7 +66,7 @@ def _run(target: str, child_config: dict[str, Any], record_config: dict[str, Any
     started = utc_now()
     child = run_with_progress(lambda cfg: run_child(target, cfg, timeout_s=timeout, threads=threads), child_config,
                               "dissect", True)
-    record = record_from_child("ops", record_config, child, capture_env(), started_at=started)
+    record = record_from_child(mn.OPS, record_config, child, capture_env(), started_at=started)
     finish(record, db_path, json_out, show, user_error=child.user_error)
 
 
@@ -93,7 +94,7 @@ def pretrain(model: str = tc.M, recompute: str = tc.RECOMPUTE, attn: str = tc.AT
     """Profile pre-training steps (the options of `bench pretrain`, one process)."""
     opts = tc._common(model, None, 0, "none", recompute, attn, dtype, optimizer, micro_batch, seq, grad_accum, 1,
                       warmup, 1, 1, None, compile_, data, tokenizer, seed, device, lr)
-    _train("pretrain", opts, profile_steps, trace, db, json_out, timeout, threads)
+    _train(mn.PRETRAIN, opts, profile_steps, trace, db, json_out, timeout, threads)
 
 
 def finetune(model: str = tc.M, method: str = typer.Option("lora", "--method", help="full | lora | qlora."),
@@ -108,7 +109,7 @@ def finetune(model: str = tc.M, method: str = typer.Option("lora", "--method", h
     opts = tc._common(model, None, 0, "none", recompute, attn, dtype, optimizer, micro_batch, seq, grad_accum, 1,
                       warmup, 1, 1, None, False, None, None, seed, device, lr)
     opts.update(method=method, lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets)
-    _train("finetune", opts, profile_steps, trace, db, json_out, timeout, threads)
+    _train(mn.FINETUNE, opts, profile_steps, trace, db, json_out, timeout, threads)
 
 
 def infer(model: str = typer.Option("tiny-llama", "--model"), batch: int = typer.Option(1, "--batch"),
@@ -132,7 +133,7 @@ def infer(model: str = typer.Option("tiny-llama", "--model"), batch: int = typer
     if reason:
         raise UserError(reason)
     trace_path = _check(profile_steps, trace)
-    rec = {"what": "dissect", "workload": "infer", **point, "profile_steps": profile_steps}
+    rec = {"what": "dissect", "workload": mn.INFER, **point, "profile_steps": profile_steps}
     _run("llmdissect.workloads.dissect_infer_child:run", {**point, "profile_steps": profile_steps, "trace": trace_path},
          rec, db, json_out, timeout, threads)
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import llmdissect.metric_names as mn
 from llmdissect.results import schema
 
-DOC = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+DOC = (DOCS / "metrics.md").read_text()
 
 # Backticked words of the metric sections that are not metric names: the identifiers of an
 # ops or comm row, values of `placement`, a server's response field, a command, code.
@@ -81,6 +82,11 @@ def test_estimate_names_as_the_doc_lists_them():
     assert tuple(w.strip() for w in train_time.split(",")) == mn.TRAIN_TIME_METRICS
     infer_time = re.search(r"\(or `([^`]+)` for inference\)", estimates).group(1)
     assert tuple(w.strip() for w in infer_time.split(",")) == mn.INFER_TIME_METRICS
+    # docs/developing.md: "Estimates: `memory.<x>_bytes`, `time.<x>_s`, `tokens_per_s`, ..."
+    developing = (DOCS / "developing.md").read_text()
+    listed = developing[developing.index("Estimates: `"):]
+    listed = listed[:listed.index("`.") + 1]
+    assert tuple(w.split(".")[0] for w in re.findall(r"`([^`]+)`", listed)) == mn.ESTIMATE_METRICS
 
 
 def test_validation_uses_the_validated_names():

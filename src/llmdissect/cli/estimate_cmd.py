@@ -12,6 +12,7 @@ import typer
 
 from llmdissect.console import console, human_bytes, human_count, human_rate, human_seconds, print_json, table
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
+import llmdissect.metric_names as mn
 
 def estimate(
     kind: str = typer.Argument(..., help="pretrain | finetune | infer"),
@@ -57,8 +58,8 @@ def estimate(
     show_estimate(est, record.id if store else None)
 
 
-MEMORY_ROWS = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "kv_cache_bytes",
-               "step_peak_bytes", "other_bytes", "total_bytes", "host_total_bytes")
+MEMORY_ROWS = (mn.PARAMS_BYTES, mn.GRADS_BYTES, mn.OPTIMIZER_BYTES, mn.ACTIVATIONS_BYTES, mn.KV_CACHE_BYTES,
+               "step_peak_bytes", mn.OTHER_BYTES, mn.TOTAL_BYTES, "host_total_bytes")
 
 
 def show_estimate(est, record_id: str | None) -> None:
@@ -66,18 +67,18 @@ def show_estimate(est, record_id: str | None) -> None:
     title = (f"Estimate: {est.kind} {c['model']} on {c['hardware']} ({c['dtype']}"
              + (f", ZeRO-{c['zero']}, offload {c['offload']}, recompute {c['recompute']}" if "zero" in c else "")
              + f", attn {c['attn']}, tp {c['tp']}" + (f", pp {c['pp']}" if "pp" in c else "") + ")")
-    rows = [(f"memory.{k}", human_bytes(m["memory"][k])) for k in MEMORY_ROWS if k in m["memory"]]
-    for k, v in (m.get("time") or {}).items():
+    rows = [(f"memory.{k}", human_bytes(m[mn.MEMORY][k])) for k in MEMORY_ROWS if k in m[mn.MEMORY]]
+    for k, v in (m.get(mn.TIME) or {}).items():
         rows.append((f"time.{k}", human_seconds(v)))
-    if m.get("tokens_per_s") is not None:
-        rows.append(("tokens_per_s", human_rate(m["tokens_per_s"], "tok/s")))
-    for key in ("prefill_tokens_per_s", "decode_tokens_per_s"):
+    if m.get(mn.TOKENS_PER_S) is not None:
+        rows.append((mn.TOKENS_PER_S, human_rate(m[mn.TOKENS_PER_S], "tok/s")))
+    for key in (mn.PREFILL_TOKENS_PER_S, mn.DECODE_TOKENS_PER_S):
         if m.get(key) is not None:
             rows.append((key, human_rate(m[key], "tok/s")))
-    if m.get("mfu") is not None:
-        rows.append(("mfu", f"{m['mfu']:.1%}"))
-    if m.get("model_flops_per_token") is not None:
-        rows.append(("model_flops_per_token", human_count(m["model_flops_per_token"])))
+    if m.get(mn.MFU) is not None:
+        rows.append((mn.MFU, f"{m[mn.MFU]:.1%}"))
+    if m.get(mn.MODEL_FLOPS_PER_TOKEN) is not None:
+        rows.append((mn.MODEL_FLOPS_PER_TOKEN, human_count(m[mn.MODEL_FLOPS_PER_TOKEN])))
     if "max_batch" in m:
         rows.append(("max_batch (KV capacity)", str(m["max_batch"])))
     console.print(title)
@@ -86,8 +87,8 @@ def show_estimate(est, record_id: str | None) -> None:
     if len(sweep) > 1:
         console.print("Against batch size, up to the KV-cache capacity:")
         console.print(table(None, ["batch", "ttft", "tpot", "tokens/s"],
-                            [(r["batch"], human_seconds(r["ttft_s"]), human_seconds(r["tpot_s"]),
-                              human_rate(r["tokens_per_s"], "tok/s")) for r in sweep]))
+                            [(r["batch"], human_seconds(r[mn.TTFT_S]), human_seconds(r[mn.TPOT_S]),
+                              human_rate(r[mn.TOKENS_PER_S], "tok/s")) for r in sweep]))
     console.print(("[green]" if est.fits else "[red]") + est.verdict() + ("[/]"))
     for n in est.notes:
         console.print(f"  - {n}", markup=False)

@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
+import llmdissect.metric_names as mn
 
 
 def run_suite(
@@ -103,7 +104,7 @@ def _quick_plan(json_out: bool) -> None:
 
     steps = quick_steps()
     if json_out:
-        rec = RunRecord(kind="plan", source="estimated", suite="quick", config={"suite": "quick"},
+        rec = RunRecord(kind=mn.PLAN, source="estimated", suite="quick", config={"suite": "quick"},
                         metrics={"steps": [{"name": s.name, "description": s.description} for s in steps],
                                  "total": len(steps)})
         print_json(rec.finish("ok").to_dict())

@@ -10,6 +10,7 @@ import typer
 
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
 from llmdissect.errors import UserError
+import llmdissect.metric_names as mn
 
 
 def _show(record) -> None:
@@ -17,7 +18,7 @@ def _show(record) -> None:
 
     m = record.metrics
     rows = []
-    for key in ("ttft_s", "tpot_s", "itl_s", "e2e_latency_s"):
+    for key in (mn.TTFT_S, mn.TPOT_S, mn.ITL_S, mn.E2E_LATENCY_S):
         s = m.get(key)
         rows.append((key, *((human_seconds(s[q]) for q in ("mean", "median", "p90", "p99")) if s else "----")))
     rate = record.config.get("request_rate")
@@ -26,10 +27,10 @@ def _show(record) -> None:
                   f"concurrency {record.config.get('max_concurrency') or 'unlimited'}, "
                   f"{record.config.get('num_prompts')} requests")
     console.print(table(None, ["metric", "mean", "median", "p90", "p99"], rows))
-    good = f", goodput {m['goodput_per_s']:.3g} req/s" if m.get("goodput_per_s") is not None else ""
-    console.print(f"completed {m['completed']}, failed {m['failed']} in {m['duration_s']:.2f} s: "
-                  f"{m['request_throughput_per_s']:.3g} req/s, {m['output_tokens_per_s']:.4g} output tok/s, "
-                  f"{m['total_tokens_per_s']:.4g} total tok/s{good}; realised rate "
+    good = f", goodput {m[mn.GOODPUT_PER_S]:.3g} req/s" if m.get(mn.GOODPUT_PER_S) is not None else ""
+    console.print(f"completed {m['completed']}, failed {m['failed']} in {m[mn.DURATION_S]:.2f} s: "
+                  f"{m[mn.REQUEST_THROUGHPUT_PER_S]:.3g} req/s, {m[mn.OUTPUT_TOKENS_PER_S]:.4g} output tok/s, "
+                  f"{m[mn.TOTAL_TOKENS_PER_S]:.4g} total tok/s{good}; realised rate "
                   f"{m['request_rate_realised_per_s'] or 0:.3g} req/s; client CPU "
                   f"{m['client_cpu_s_per_request'] * 1e3:.2f} ms/request; output tokens by {m['output_tokens_source']}")
     if m.get("output_len_mismatched"):

@@ -6,9 +6,10 @@ from typing import Optional
 import typer
 
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
+import llmdissect.metric_names as mn
 
-UNITS = {"step_time_s": "s", "ttft_s": "s", "tpot_s": "s", "tokens_per_s": "tok/s", "decode_tokens_per_s": "tok/s",
-         "peak_memory_bytes": "B", "busbw_bytes_per_s": "B/s"}
+UNITS = {mn.STEP_TIME_S: "s", mn.TTFT_S: "s", mn.TPOT_S: "s", mn.TOKENS_PER_S: "tok/s", mn.DECODE_TOKENS_PER_S: "tok/s",
+         mn.PEAK_MEMORY_BYTES: "B", mn.BUSBW_BYTES_PER_S: "B/s"}
 
 
 def validate(
@@ -27,7 +28,7 @@ def validate(
 
     with open_existing(db) as store:
         records = store.query(suite=suite) if suite else store.query()
-        estimates = store.query(kind="estimate")
+        estimates = store.query(kind=mn.ESTIMATE)
     measured = [r for r in records if r.source == "measured" and r.status == "ok"]
     if not measured:
         where = f"suite {suite!r}" if suite else "the store"
@@ -63,7 +64,7 @@ def show(v, suite: Optional[str], n_measured: int, detail: bool = False) -> None
     for p in v.pairs:
         entry = by_record.setdefault(p.record_id, {"kind": p.kind, "label": p.label, "errors": {}})
         entry["errors"].setdefault(p.metric, []).append(p.error)
-        if p.kind == "comm":
+        if p.kind == mn.COMM:
             entry["label"] = "gloo collectives"
     metrics = [m for m in UNITS if any(m in e["errors"] for e in by_record.values())]
     lines = [(rid[:10], e["kind"], e["label"],

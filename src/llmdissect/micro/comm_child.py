@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from llmdissect.micro.collectives import DTYPES, IN_PLACE, OPS, algbw_bytes_per_s
+import llmdissect.metric_names as mn
 
 DIE_EXIT_CODE = 17
 
@@ -127,12 +128,12 @@ def _measure(op: str, placement: str, size: int, config: dict[str, Any], device:
     _raise_if_wrong(every[:, 1], op, placement, count * elem)
     slowest = every[:, 0, warmup:].max(dim=0).values.tolist()  # per iteration, the slowest rank
     stats = Stats.of(slowest)
-    return {"op": op, "placement": placement, "size_bytes": count * elem, "count": count, "dtype": config["dtype"],
-            "redop": spec.redop, "root": spec.root, "nproc": n, "time_s": stats.to_dict(),
-            "algbw_bytes_per_s": algbw_bytes_per_s(count * elem, stats.median),
+    return {"op": op, "placement": placement, mn.SIZE_BYTES: count * elem, mn.COUNT: count, "dtype": config["dtype"],
+            "redop": spec.redop, "root": spec.root, "nproc": n, mn.TIME_S: stats.to_dict(),
+            mn.ALGBW_BYTES_PER_S: algbw_bytes_per_s(count * elem, stats.median),
             # busbw = algbw x nccl-tests' factor for this operator and n (docs/metrics.md)
-            "busbw_bytes_per_s": algbw_bytes_per_s(count * elem, stats.median) * spec.busbw_factor(n),
-            "busbw_factor": spec.busbw_factor(n), "wrong": 0,
+            mn.BUSBW_BYTES_PER_S: algbw_bytes_per_s(count * elem, stats.median) * spec.busbw_factor(n),
+            "busbw_factor": spec.busbw_factor(n), mn.WRONG: 0,
             "first_call_s": float(every[:, 0, 0].max()) if warmup else None,
             "rank_median_time_s": [statistics.median(every[r, 0, warmup:].tolist()) for r in range(n)]}
 

@@ -14,6 +14,7 @@ from typing import Any
 from llmdissect.errors import UserError
 from llmdissect.micro.collectives import (BACKENDS, DTYPES, buffer_bytes_per_rank, check_dtype, parse_ops,
                                           parse_size, size_sweep)
+import llmdissect.metric_names as mn
 
 TARGET = "llmdissect.micro.comm_child:run"
 HOOKS = ("check_offset", "die_rank", "hang_rank", "die_after_rows")
@@ -116,7 +117,7 @@ def run_comm(config: dict[str, Any], req: CommRequest, progress: bool = True):
 
         child = ChildResult("ok", result={"metrics": {"rows": [], "node_rank": req.node_rank}}, returncode=0,
                             wall_s=child.wall_s)
-    record = record_from_child("comm", config, child, capture_device_env(), started_at=started)
+    record = record_from_child(mn.COMM, config, child, capture_device_env(), started_at=started)
     if record.status == "ok" and record.metrics.get("rows"):
         add_summary(record.metrics)
     return record, child
@@ -128,7 +129,7 @@ def add_summary(metrics: dict[str, Any]) -> None:
     from llmdissect.micro.comm_alpha_beta import fit_rows
 
     rows = metrics["rows"]
-    metrics["avg_busbw_bytes_per_s"] = sum(r["busbw_bytes_per_s"] for r in rows) / len(rows)
+    metrics[mn.AVG_BUSBW_BYTES_PER_S] = sum(r[mn.BUSBW_BYTES_PER_S] for r in rows) / len(rows)
     metrics["fits"] = {op: fit.to_dict() for op, fit in fit_rows(rows).items()}
 
 

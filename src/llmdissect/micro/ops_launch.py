@@ -6,6 +6,7 @@ from typing import Any
 
 from llmdissect.micro.ops_child import efficiencies
 from llmdissect.micro.ops_config import OpsConfig
+import llmdissect.metric_names as mn
 
 TARGET = "llmdissect.micro.ops_child:run"
 
@@ -42,7 +43,7 @@ def run_ops(cfg: OpsConfig, progress: bool = True, timeout_s: float = 1800, thre
     started = utc_now()
     child = run_with_progress(lambda c: run_child(TARGET, {**c, "passes": cfg.passes}, timeout_s=timeout_s,
                                                   threads=threads), config, "ops", progress)
-    record = record_from_child("ops", config, child, capture_env(), started_at=started)
+    record = record_from_child(mn.OPS, config, child, capture_env(), started_at=started)
     if record.status == "ok" and store_profile and record.metrics["efficiency"]:
         record.metrics["profile_path"] = str(update_profile(profile_update(record)))
     return record, child

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import llmdissect.metric_names as mn
+
 TARGET = "llmdissect.micro.peak_child:run"
 
 
@@ -70,7 +72,7 @@ def run_peak(quick: bool = False, devices: list[str] | None = None, min_time_s: 
     started = utc_now()
     child = run_with_progress(lambda c: run_child(TARGET, c, timeout_s=timeout_s, threads=threads), config, "peak",
                               progress)
-    record = record_from_child("ops", config, child, capture_env(), started_at=started)
+    record = record_from_child(mn.OPS, config, child, capture_env(), started_at=started)
     if record.status == "ok":
         add_catalogue(record.metrics)
         if store_profile and threads < default_threads(1):

@@ -17,6 +17,7 @@ from llmdissect.perfmodel.comm import Network, default_alpha_s
 from llmdissect.perfmodel.defaults import DEFAULT_EFFICIENCY, assumptions_for
 from llmdissect.perfmodel.roofline import Ceilings
 from llmdissect.specs.hardware import HardwareSpec, Platform
+import llmdissect.metric_names as mn
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,8 @@ def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None =
     fits = {}
     if applies:
         for op, fit in (profile.get("collectives", {}).get(backend) or {}).items():
-            if isinstance(fit, dict) and "alpha_s" in fit and "beta_s_per_byte" in fit:
-                fits[op] = (float(fit["alpha_s"]), float(fit["beta_s_per_byte"]), int(fit.get("nproc") or 0))
+            if isinstance(fit, dict) and mn.ALPHA_S in fit and mn.BETA_S_PER_BYTE in fit:
+                fits[op] = (float(fit[mn.ALPHA_S]), float(fit[mn.BETA_S_PER_BYTE]), int(fit.get("nproc") or 0))
     if link is not None:
         network = Network(link.unidirectional_bytes_per_s, default_alpha_s(link.kind), eff["comm"], fits)
     else:  # one host's processes talk through its memory

@@ -12,6 +12,7 @@ from llmdissect.perfmodel.states import OFFLOADS
 from llmdissect.perfmodel.weights import LORA_TARGETS_DEFAULT, check_quant
 from llmdissect.specs.hardware import Platform
 from llmdissect.specs.models import ModelSpec
+import llmdissect.metric_names as mn
 
 
 def _positive(**values: int) -> None:
@@ -72,7 +73,7 @@ class TrainSetup:
     dp: int = field(init=False, default=1)
 
     def __post_init__(self) -> None:
-        _choice("kind", self.kind, ("pretrain", "finetune"))
+        _choice("kind", self.kind, mn.TRAIN_KINDS)
         check_compute_dtype(self.dtype)
         _positive(micro_batch=self.micro_batch, seq=self.seq, grad_accum=self.grad_accum)
         if self.zero not in (0, 1, 2, 3):
@@ -92,7 +93,7 @@ class TrainSetup:
             raise UserError(f"--lora-rank must be 0 (no LoRA) or positive, got {self.lora_rank}")
         quant = check_quant(self.quant)
         object.__setattr__(self, "quant", quant)
-        if self.kind == "pretrain" and (self.lora_rank or quant != "none"):
+        if self.kind == mn.PRETRAIN and (self.lora_rank or quant != "none"):
             raise UserError("pretrain trains every weight: --lora-rank and --quant apply to finetune only")
         if quant != "none" and not self.lora_rank:
             raise UserError(f"--quant {quant} freezes the base weights: give --lora-rank (QLoRA)")
@@ -163,4 +164,4 @@ class InferSetup:
         return {"model": self.model.name, "hardware": self.platform.name, "batch": self.batch,
                 "input_len": self.input_len, "output_len": self.output_len, "dtype": self.dtype, "attn": self.attn,
                 "cache": "dynamic", "quant": self.quant, "compile": False, "tp": self.tp,
-                "nproc": self.platform.num_devices, "kind_estimated": "infer"}
+                "nproc": self.platform.num_devices, "kind_estimated": mn.INFER}

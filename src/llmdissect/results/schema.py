@@ -10,8 +10,8 @@ from typing import Any
 
 from llmdissect.version import __version__
 from llmdissect.errors import UserError
+from llmdissect.metric_names import KINDS  # the record kinds, defined once
 
-KINDS = ("pretrain", "finetune", "infer", "serve", "ops", "comm", "estimate", "plan")
 SOURCES = ("measured", "estimated")
 STATUSES = ("ok", "failed", "oom", "timeout", "skipped")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmdissect.errors import UserError
+import llmdissect.metric_names as mn
 
 INT, FLOAT, STR, BOOL = (int,), (int, float), (str,), (bool,)
 SIZE = (int, str)  # 1024 or "1K"
@@ -29,14 +30,14 @@ ESTIMATE = {"workload": STR, "model": STR, "hardware": STR, "gpus": INT, "dtype"
 OPS = None  # checked by llmdissect.micro.ops_config.OpsConfig (`bench ops`)
 
 KIND_OPTIONS: dict[str, dict[str, tuple] | None] = {
-    "pretrain": _TRAIN, "finetune": _TRAIN, "infer": INFER, "serve": SERVE, "ops": OPS, "comm": COMM,
-    "estimate": ESTIMATE}
-CHOICES = {"infer": {"dtype": ("fp32", "bf16", "fp16"), "attn": ("eager", "sdpa", "flash"),
+    mn.PRETRAIN: _TRAIN, mn.FINETUNE: _TRAIN, mn.INFER: INFER, mn.SERVE: SERVE, mn.OPS: OPS, mn.COMM: COMM,
+    mn.ESTIMATE: ESTIMATE}
+CHOICES = {mn.INFER: {"dtype": ("fp32", "bf16", "fp16"), "attn": ("eager", "sdpa", "flash"),
                      "cache": ("dynamic", "static"),
                      "quant": ("none", "int8-weight", "int8-dynamic", "int4-weight", "nf4", "int8-bnb")},
-           "comm": {"dtype": ("fp32", "bf16", "fp16"), "backend": ("gloo", "nccl")},
-           "serve": {"endpoint": ("completions", "chat")}}
-REQUIRED = {"estimate": ("workload", "model", "hardware"), "infer": ("model",), "serve": (), "comm": ()}
+           mn.COMM: {"dtype": ("fp32", "bf16", "fp16"), "backend": ("gloo", "nccl")},
+           mn.SERVE: {"endpoint": ("completions", "chat")}}
+REQUIRED = {mn.ESTIMATE: ("workload", "model", "hardware"), mn.INFER: ("model",), mn.SERVE: (), mn.COMM: ()}
 
 
 class OptionError(UserError):
@@ -54,7 +55,7 @@ def train_fields() -> dict[str, tuple]:
 
 
 def check_options(kind: str, options: dict[str, Any]) -> dict[str, Any]:
-    if kind in ("pretrain", "finetune"):
+    if kind in mn.TRAIN_KINDS:
         return _check_train(kind, options)
     schema = KIND_OPTIONS[kind]
     if schema is None:  # ops: the operator benchmark's own config (`bench ops`) checks them
@@ -70,7 +71,7 @@ def check_options(kind: str, options: dict[str, Any]) -> dict[str, Any]:
     for key in REQUIRED.get(kind, ()):
         if key not in options:
             raise OptionError(None, f"{kind} needs the option `{key}`")
-    if kind == "estimate":
+    if kind == mn.ESTIMATE:
         return _check_estimate(options)
     for key, choices in CHOICES.get(kind, {}).items():
         if key in options and options[key] not in choices:
@@ -99,7 +100,7 @@ def _check_train(kind: str, options: dict[str, Any]) -> dict[str, Any]:
         if key not in fields:
             raise OptionError(key, f"unknown option for {kind}; known: {', '.join(fields)}")
     opts = dict(options)
-    if kind == "finetune":
+    if kind == mn.FINETUNE:
         opts.setdefault("method", "lora")  # as `bench finetune`
     try:
         TrainConfig(kind=kind, **opts)
@@ -131,9 +132,9 @@ def _check_ops(options: dict[str, Any]) -> dict[str, Any]:
 
 def _check_estimate(options: dict[str, Any]) -> dict[str, Any]:
     workload = options["workload"]
-    if workload not in ("pretrain", "finetune", "infer"):
+    if workload not in (mn.PRETRAIN, mn.FINETUNE, mn.INFER):
         raise OptionError("workload", f"must be pretrain, finetune or infer, got {workload!r}")
-    wrong = ("batch", "input_len", "output_len") if workload != "infer" else \
+    wrong = ("batch", "input_len", "output_len") if workload != mn.INFER else \
         ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp", "lora_rank", "optimizer")
     for key in wrong:
         if key in options:

@@ -8,6 +8,7 @@ warm-up and two timed calls. Each point runs in its own child process like `benc
 from __future__ import annotations
 
 from llmdissect.suites.quick import QuickContext, QuickStep
+import llmdissect.metric_names as mn
 
 MODEL = "tiny-llama"
 FP32_POINTS = [(1, 32), (1, 128), (4, 128)]
@@ -39,8 +40,10 @@ def _infer(ctx: QuickContext) -> None:
         label = f"{config['quant']} b={config['batch']} in={config['input_len']} out={config['output_len']}"
         if record.status == "ok":
             m = record.metrics
-            ctx.log(f"infer {label}: ttft {m['ttft_s']['median'] * 1e3:.1f} ms, tpot {m['tpot_s']['median'] * 1e3:.2f} ms, "
-                    f"decode {m['decode_tokens_per_s']['median']:.1f} tok/s, weights {m['weights_bytes'] / 2**20:.1f} MiB")
+            ctx.log(f"infer {label}: ttft {m[mn.TTFT_S]['median'] * 1e3:.1f} ms, "
+                    f"tpot {m[mn.TPOT_S]['median'] * 1e3:.2f} ms, "
+                    f"decode {m[mn.DECODE_TOKENS_PER_S]['median']:.1f} tok/s, "
+                    f"weights {m['weights_bytes'] / 2**20:.1f} MiB")
         elif record.status != "skipped":
             failed.append(f"{label}: {record.status} ({record.error})")
     if failed:

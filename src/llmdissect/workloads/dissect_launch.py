@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
-from llmdissect.launch.child import ChildResult
+from llmdissect.child_result import ChildResult
 from llmdissect.results.schema import RunRecord
 
 TRAIN_TARGET = "llmdissect.workloads.dissect_train_child:run"
@@ -92,4 +93,4 @@ def run_dissect(plan: DissectPlan, *, timeout_s: float | None, threads: int | No
     started = utc_now()
     child = run_with_progress(lambda cfg: run_child(plan.target, cfg, timeout_s=timeout_s, threads=threads),
                               plan.child_config, "dissect", progress)
-    return record_from_child("ops", plan.record_config, child, capture_env(), started_at=started), child
+    return record_from_child(mn.OPS, plan.record_config, child, capture_env(), started_at=started), child

@@ -15,6 +15,7 @@ from typing import Any
 from llmdissect.errors import UserError
 from llmdissect.workloads.infer_metrics import (CallTiming, ceilings, decode_kv_positions_read, hardware_allows,
                                                  prefill_flops, summarise)
+import llmdissect.metric_names as mn
 
 CACHES = ("dynamic", "static")
 
@@ -157,7 +158,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         metrics["peak_memory_scope"] = "torch.cuda.max_memory_allocated over warm-up and timed calls"
     else:
         metrics.update(_cpu_peak(call, metrics["weights_bytes"]))
-    metrics["peak_rss_bytes"] = memory.peak_rss_bytes()
+    metrics[mn.PEAK_RSS_BYTES] = memory.peak_rss_bytes()
 
     mem_bw, peak, source = ceilings(device, str(config.get("hardware", "cpu")), config["dtype"], load_profile())
     kv_per_position = kv_bytes / cache_len if cache_len else 0.0
@@ -165,7 +166,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     metrics["hardware_allows"] = hardware_allows(
         weights_read_bytes=metrics["weights_bytes_read_per_step"], kv_bytes_per_position=kv_per_position,
         kv_positions_read=decode_kv_positions_read(input_len, output_len, static_len), decode_step_s=step,
-        prefill_flops_value=prefill_flops(spec, batch, input_len), ttft_s=metrics["ttft_s"]["median"],
+        prefill_flops_value=prefill_flops(spec, batch, input_len), ttft_s=metrics[mn.TTFT_S]["median"],
         memory_bandwidth_bytes_per_s=mem_bw, peak_flops_per_s=peak, source=source)
     metrics["weights_source"] = weights_source
     metrics["kv_bytes_per_value"] = dtype_bytes(config["dtype"])
@@ -182,7 +183,7 @@ def _cpu_peak(call: Any, weights: int) -> dict[str, Any]:
     try:
         with torch.inference_mode(), live_tensor_tracker() as tracker:
             call()
-        return {"peak_memory_bytes": weights + tracker.peak_bytes, "peak_generate_tensor_bytes": tracker.peak_bytes,
+        return {mn.PEAK_MEMORY_BYTES: weights + tracker.peak_bytes, "peak_generate_tensor_bytes": tracker.peak_bytes,
                 "peak_memory_scope": "weights + peak of live tensors during one untimed generate call"}
     except Exception as e:  # the tracker cannot see through every tensor subclass
-        return {"peak_memory_bytes": None, "peak_memory_scope": f"not measured: tracker failed ({type(e).__name__})"}
+        return {mn.PEAK_MEMORY_BYTES: None, "peak_memory_scope": f"not measured: tracker failed ({type(e).__name__})"}

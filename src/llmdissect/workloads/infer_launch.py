@@ -10,6 +10,7 @@ import itertools
 from typing import Any, Iterable
 
 from llmdissect.errors import UserError
+import llmdissect.metric_names as mn
 
 TARGET = "llmdissect.workloads.infer_child:run"
 CACHES = ("dynamic", "static")
@@ -93,7 +94,7 @@ def run_point(config: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S, thre
 
     reason = skip_reason(config)
     if reason:
-        return RunRecord(kind="infer", config=config, env=capture_env()).finish("skipped", reason), True
+        return RunRecord(kind=mn.INFER, config=config, env=capture_env()).finish("skipped", reason), True
     started = utc_now()
     child = run_child(TARGET, config, timeout_s=timeout_s, threads=threads)
-    return record_from_child("infer", config, child, capture_env(), started_at=started), child.user_error
+    return record_from_child(mn.INFER, config, child, capture_env(), started_at=started), child.user_error

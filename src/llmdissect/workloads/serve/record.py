@@ -9,13 +9,14 @@ from llmdissect.errors import UserError
 from llmdissect.measure.env import capture_env
 from llmdissect.results.schema import RunRecord
 from llmdissect.workloads.serve.loadgen import ServeConfig, run_async
+import llmdissect.metric_names as mn
 
 
 def serve_record(cfg: ServeConfig, api_key: str | None = None,
                  on_done: Callable[[int, int], None] | None = None) -> tuple[RunRecord, bool]:
     """Run `cfg` and return (record, bad_input). Status ok when every request completed;
     failed (with the counts and the first error) otherwise, or when the run could not start."""
-    record = RunRecord(kind="serve", source="measured", config=cfg.to_config(), env=capture_env())
+    record = RunRecord(kind=mn.SERVE, source="measured", config=cfg.to_config(), env=capture_env())
     record.env.pop("command", None)  # may hold --api-key; the key is never stored
     try:
         outcome = asyncio.run(run_async(cfg, api_key=api_key, on_done=on_done))

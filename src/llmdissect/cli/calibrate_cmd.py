@@ -33,7 +33,8 @@ def calibrate(model: str = typer.Option("tiny-llama", "--model", help="Model who
         record, _ = run_ops(cfg, progress=not json_out)
         records.append(save(record, db_path))
     if record.status == "ok" and comm:
-        from llmdissect.micro.comm_launch import CommRequest, build_config, run_comm, store_fits
+        from llmdissect.micro.comm_config import CommRequest
+        from llmdissect.micro.comm_launch import build_config, run_comm, store_fits
 
         req = CommRequest(ops="all_reduce,all_gather", min_bytes="1K", max_bytes="16M", factor=4, iters=10,
                           warmup=2, backend="gloo", nproc=2, timeout_s=240)

@@ -87,7 +87,8 @@ def _plan_infer(p: Planned) -> Planned:
 
 
 def _plan_comm(p: Planned) -> Planned:
-    from llmdissect.micro.comm_launch import CommRequest, build_config
+    from llmdissect.micro.comm_config import CommRequest
+    from llmdissect.micro.comm_launch import build_config
 
     o = {k: (str(v) if k in ("min_bytes", "max_bytes") else v) for k, v in p.point.options.items()}
     p.config = dict(o)
@@ -175,8 +176,8 @@ def _run_infer(p: Planned, timeout: float, limit: int | None) -> RunRecord:
 def _run_comm(p: Planned, timeout: float, limit: int | None) -> RunRecord:
     from llmdissect.micro.comm_launch import run_comm
 
-    p.work.timeout_s = timeout
-    record, _ = run_comm(p.config, p.work, progress=False)  # the suite shows its own bar
+    req = p.work.model_copy(update={"timeout_s": timeout})
+    record, _ = run_comm(p.config, req, progress=False)  # the suite shows its own bar
     return record
 
 

@@ -15,7 +15,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     from llmdissect.specs.hardware import usable_cores
     from llmdissect.workloads.serve.metrics import parse_slo
     from llmdissect.workloads.serve.record import serve_record
-    from llmdissect.workloads.serve.loadgen import ServeConfig
+    from llmdissect.workloads.serve.serve_config import ServeConfig
 
     rate = config.get("request_rate", "inf")
     rate = math.inf if str(rate) == "inf" else float(rate)

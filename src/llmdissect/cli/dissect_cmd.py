@@ -132,9 +132,9 @@ def infer(model: str = typer.Option("tiny-llama", "--model"), batch: int = typer
     if reason:
         raise UserError(reason)
     trace_path = _check(profile_steps, trace)
-    rec = {"what": "dissect", "workload": "infer", **point, "profile_steps": profile_steps}
-    _run("llmdissect.workloads.dissect_infer_child:run", {**point, "profile_steps": profile_steps, "trace": trace_path},
-         rec, db, json_out, timeout, threads)
+    rec = {"what": "dissect", "workload": "infer", **point.to_config(), "profile_steps": profile_steps}
+    _run("llmdissect.workloads.dissect_infer_child:run",
+         {**point.to_config(), "profile_steps": profile_steps, "trace": trace_path}, rec, db, json_out, timeout, threads)
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:

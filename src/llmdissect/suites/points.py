@@ -69,17 +69,18 @@ def _plan_train(p: Planned) -> Planned:
 
 
 def _plan_infer(p: Planned) -> Planned:
+    from llmdissect.workloads.infer_config import GRID_FIELDS
     from llmdissect.workloads.infer_launch import expand_grid, skip_reason
 
     o = {**INFER_DEFAULTS, **p.point.options}
     p.config = dict(o)
     try:
-        p.config = expand_grid(**{k: ([v] if k in ("batch", "input_len", "output_len", "cache", "quant") else v)
-                                  for k, v in o.items()})[0]
+        point = expand_grid(**{k: ([v] if k in GRID_FIELDS else v) for k, v in o.items()})[0]
     except UserError as e:
         p.skip = f"cannot run here: {e}"
         return p
-    p.skip = skip_reason(p.config)
+    p.config, p.work = point.to_config(), point
+    p.skip = skip_reason(point)
     p.prediction = predict_measured("infer", p.config)
     if p.prediction.fits is False and not p.skip:
         p.skip, p.fit_skip = f"estimator: {p.prediction.reason}", True

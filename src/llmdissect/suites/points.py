@@ -14,9 +14,6 @@ from llmdissect.analysis.predict import Prediction, predict_measured
 from llmdissect.suites.spec import Point
 
 DEFAULT_TIMEOUT_S = 1800.0
-INFER_DEFAULTS = dict(batch=1, input_len=128, output_len=64, dtype="fp32", attn="sdpa", cache="dynamic",
-                      quant="none", compile=False, warmup=1, repeats=3, seed=0, device="auto")
-COMM_KEYS = ("ops", "min_bytes", "max_bytes", "factor", "dtype", "iters", "warmup", "backend", "nproc")
 SERVE_TARGET = "llmdissect.suites.serve_point:run"
 
 
@@ -69,10 +66,11 @@ def _plan_train(p: Planned) -> Planned:
 
 
 def _plan_infer(p: Planned) -> Planned:
+    from llmdissect.suites.kinds import infer_defaults
     from llmdissect.workloads.infer_config import GRID_FIELDS
     from llmdissect.workloads.infer_launch import expand_grid, skip_reason
 
-    o = {**INFER_DEFAULTS, **p.point.options}
+    o = {**infer_defaults(), **p.point.options}
     p.config = dict(o)
     try:
         point = expand_grid(**{k: ([v] if k in GRID_FIELDS else v) for k, v in o.items()})[0]
@@ -93,7 +91,7 @@ def _plan_comm(p: Planned) -> Planned:
 
     o = {k: (str(v) if k in ("min_bytes", "max_bytes") else v) for k, v in p.point.options.items()}
     p.config = dict(o)
-    req = CommRequest(**{k: o[k] for k in COMM_KEYS if k in o})
+    req = CommRequest(**o)  # the suite's comm options are CommRequest fields (suites.kinds)
     try:
         p.config = build_config(req)
     except UserError as e:

@@ -14,8 +14,9 @@ from llmdissect.perfmodel.request import EstimateRequest
 from llmdissect.suites.serve_point import ServePoint
 from llmdissect.workloads.infer_config import CACHES, GRID_FIELDS, InferPoint
 from llmdissect.workloads.serve.serve_config import ENDPOINTS, Endpoint, ServeConfig, ServerKind
+from llmdissect.workloads.train_config import TrainConfig
 
-CONFIGS = [ServeConfig, CommRequest, InferPoint, ServePoint, OpsConfig, EstimateRequest]
+CONFIGS = [TrainConfig, ServeConfig, CommRequest, InferPoint, ServePoint, OpsConfig, EstimateRequest]
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.__name__)

@@ -33,13 +33,15 @@ def comm(
 ) -> None:
     """Time collectives for a range of sizes; check every result; fit latency and bandwidth."""
     from llmdissect.cli.recording import finish
-    from llmdissect.micro.comm_launch import CommRequest, build_config, run_comm, store_fits
+    from llmdissect.config import parse_config
+    from llmdissect.micro.comm_config import CommRequest
+    from llmdissect.micro.comm_launch import build_config, run_comm, store_fits
     from llmdissect.results.store import check_writable
 
-    req = CommRequest(ops=ops, min_bytes=min_bytes, max_bytes=max_bytes, factor=factor, dtype=dtype, iters=iters,
-                      warmup=warmup, backend=backend, nproc=nproc, nnodes=nnodes, node_rank=node_rank,
-                      rdzv_endpoint=rdzv_endpoint, timeout_s=timeout_s,
-                      hooks={"check_offset": check_offset, "die_rank": die_rank, "hang_rank": hang_rank})
+    req = parse_config(CommRequest, ops=ops, min_bytes=min_bytes, max_bytes=max_bytes, factor=factor, dtype=dtype,
+                       iters=iters, warmup=warmup, backend=backend, nproc=nproc, nnodes=nnodes, node_rank=node_rank,
+                       rdzv_endpoint=rdzv_endpoint, timeout_s=timeout_s,
+                       hooks={"check_offset": check_offset, "die_rank": die_rank, "hang_rank": hang_rank})
     config = build_config(req)
     db_path = check_writable(db)
     record, child = run_comm(config, req)

@@ -1,11 +1,14 @@
 """`llmdissect bench infer`: measured offline inference over a grid of points (issue #6)."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
+
+if TYPE_CHECKING:
+    from llmdissect.workloads.infer_config import InferPoint
 
 GRID_HELP = "Comma-separated list; every combination is one grid point."
 
@@ -53,7 +56,7 @@ def infer(
                          output_len=parse_list(output_len, "--output-len"), dtype=dtype, attn=attn,
                          cache=parse_list(cache, "--cache", str), quant=parse_list(quant, "--quant", str),
                          compile=compile, warmup=warmup, repeats=repeats, seed=seed, device=device)
-    dtype_note = cpu_dtype_note(dtype, points[0]["device"])
+    dtype_note = cpu_dtype_note(dtype, points[0].device)
     if dtype_note:
         note(f"note: {dtype_note}")
     if threads is not None and threads < 1:
@@ -71,8 +74,7 @@ def infer(
     _finish_grid([r for r, _ in records], json_out)
 
 
-def _run_all(points: list[dict[str, Any]], db_path, timeout_s: float,
-             threads: int | None) -> list[tuple[Any, bool]]:
+def _run_all(points: list[InferPoint], db_path, timeout_s: float, threads: int | None) -> list[tuple[Any, bool]]:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -84,8 +86,8 @@ def _run_all(points: list[dict[str, Any]], db_path, timeout_s: float,
                   TimeElapsedColumn(), console=Console(stderr=True), transient=True) as progress:
         task = progress.add_task("bench infer", total=len(points))
         for p in points:
-            progress.update(task, description=f"infer {p['quant']} {p['cache']} b={p['batch']} "
-                                              f"in={p['input_len']} out={p['output_len']}")
+            progress.update(task, description=f"infer {p.quant} {p.cache} b={p.batch} "
+                                              f"in={p.input_len} out={p.output_len}")
             record, user_error = run_point(p, timeout_s, threads)
             save(record, db_path)  # each point is stored as soon as it ends
             out.append((record, user_error))

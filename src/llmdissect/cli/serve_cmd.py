@@ -75,12 +75,13 @@ def bench_serve(
     import json
 
     from llmdissect.cli.recording import finish
+    from llmdissect.config import parse_config
     from llmdissect.results.store import check_writable
     from llmdissect.workloads.serve.arrivals import parse_rates
     from llmdissect.workloads.serve.client import SERVER_KINDS
     from llmdissect.workloads.serve.metrics import parse_slo
     from llmdissect.workloads.serve.record import ProgressBar, serve_record
-    from llmdissect.workloads.serve.loadgen import ENDPOINTS, ServeConfig
+    from llmdissect.workloads.serve.serve_config import ENDPOINTS, ServeConfig
 
     db_path = check_writable(db)
     if endpoint not in ENDPOINTS:
@@ -93,11 +94,12 @@ def bench_serve(
     slos = parse_slo(slo)
     exit_code = 0
     for rate in rates:
-        cfg = ServeConfig(base_url=base_url, model=model, endpoint=endpoint, stream=stream, num_prompts=num_prompts,
-                          input_len=input_len, output_len=output_len, dataset=str(dataset) if dataset else None,
-                          tokenizer=str(tokenizer) if tokenizer else None, request_rate=rate, burstiness=burstiness,
-                          max_concurrency=max_concurrency, arrivals=str(arrivals) if arrivals else None, seed=seed,
-                          server_kind=server_kind, slo=slos, timeout_s=timeout_s)
+        cfg = parse_config(ServeConfig, base_url=base_url, model=model, endpoint=endpoint, stream=stream,
+                           num_prompts=num_prompts, input_len=input_len, output_len=output_len,
+                           dataset=str(dataset) if dataset else None,
+                           tokenizer=str(tokenizer) if tokenizer else None, request_rate=rate, burstiness=burstiness,
+                           max_concurrency=max_concurrency, arrivals=str(arrivals) if arrivals else None, seed=seed,
+                           server_kind=server_kind, slo=slos, timeout_s=timeout_s)
         label = f"rate {'inf' if math.isinf(rate) else f'{rate:g}'}/s"
         with ProgressBar(f"serve {label}", num_prompts) as bar:
             record, bad_input = serve_record(cfg, api_key=api_key, on_done=bar.update)

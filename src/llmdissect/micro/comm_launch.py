@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import tempfile
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,31 +14,9 @@ from llmdissect.errors import UserError
 from llmdissect.micro.collectives import (BACKENDS, DTYPES, buffer_bytes_per_rank, check_dtype, parse_ops,
                                           parse_size, size_sweep)
 import llmdissect.metric_names as mn
+from llmdissect.micro.comm_config import HOOKS, CommRequest
 
 TARGET = "llmdissect.micro.comm_child:run"
-HOOKS = ("check_offset", "die_rank", "hang_rank", "die_after_rows")
-
-
-@dataclass
-class CommRequest:
-    """What the user asked for, before validation (strings as typed on the command line)."""
-
-    ops: str = "all_reduce"
-    min_bytes: str = "1K"
-    max_bytes: str = "64M"
-    factor: float = 2.0
-    dtype: str = "fp32"
-    iters: int = 20
-    warmup: int = 5
-    backend: str | None = None
-    """gloo | nccl; None: nccl where CUDA is available, else gloo."""
-    nproc: int = 2
-    nnodes: int = 1
-    node_rank: int = 0
-    rdzv_endpoint: str | None = None
-    timeout_s: float = 900.0
-    hooks: dict[str, Any] = field(default_factory=dict)
-    """Test hooks passed to the ranks (see llmdissect.micro.comm_child): never set by users."""
 
 
 def build_config(req: CommRequest) -> dict[str, Any]:

@@ -15,9 +15,6 @@ from llmdissect.suites.spec import Point
 import llmdissect.metric_names as mn
 
 DEFAULT_TIMEOUT_S = 1800.0
-INFER_DEFAULTS = dict(batch=1, input_len=128, output_len=64, dtype="fp32", attn="sdpa", cache="dynamic",
-                      quant="none", compile=False, warmup=1, repeats=3, seed=0, device="auto")
-COMM_KEYS = ("ops", "min_bytes", "max_bytes", "factor", "dtype", "iters", "warmup", "backend", "nproc")
 SERVE_TARGET = "llmdissect.suites.serve_point:run"
 
 
@@ -70,17 +67,19 @@ def _plan_train(p: Planned) -> Planned:
 
 
 def _plan_infer(p: Planned) -> Planned:
+    from llmdissect.suites.kinds import infer_defaults
+    from llmdissect.workloads.infer_config import GRID_FIELDS
     from llmdissect.workloads.infer_launch import expand_grid, skip_reason
 
-    o = {**INFER_DEFAULTS, **p.point.options}
+    o = {**infer_defaults(), **p.point.options}
     p.config = dict(o)
     try:
-        p.config = expand_grid(**{k: ([v] if k in ("batch", "input_len", "output_len", "cache", "quant") else v)
-                                  for k, v in o.items()})[0]
+        point = expand_grid(**{k: ([v] if k in GRID_FIELDS else v) for k, v in o.items()})[0]
     except UserError as e:
         p.skip = f"cannot run here: {e}"
         return p
-    p.skip = skip_reason(p.config)
+    p.config, p.work = point.to_config(), point
+    p.skip = skip_reason(point)
     p.prediction = predict_measured(mn.INFER, p.config)
     if p.prediction.fits is False and not p.skip:
         p.skip, p.fit_skip = f"estimator: {p.prediction.reason}", True
@@ -88,11 +87,12 @@ def _plan_infer(p: Planned) -> Planned:
 
 
 def _plan_comm(p: Planned) -> Planned:
-    from llmdissect.micro.comm_launch import CommRequest, build_config
+    from llmdissect.micro.comm_config import CommRequest
+    from llmdissect.micro.comm_launch import build_config
 
     o = {k: (str(v) if k in ("min_bytes", "max_bytes") else v) for k, v in p.point.options.items()}
     p.config = dict(o)
-    req = CommRequest(**{k: o[k] for k in COMM_KEYS if k in o})
+    req = CommRequest(**o)  # the suite's comm options are CommRequest fields (suites.kinds)
     try:
         p.config = build_config(req)
     except UserError as e:
@@ -176,8 +176,8 @@ def _run_infer(p: Planned, timeout: float, limit: int | None) -> RunRecord:
 def _run_comm(p: Planned, timeout: float, limit: int | None) -> RunRecord:
     from llmdissect.micro.comm_launch import run_comm
 
-    p.work.timeout_s = timeout
-    record, _ = run_comm(p.config, p.work, progress=False)  # the suite shows its own bar
+    req = p.work.model_copy(update={"timeout_s": timeout})
+    record, _ = run_comm(p.config, req, progress=False)  # the suite shows its own bar
     return record
 
 

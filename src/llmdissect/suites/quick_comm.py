@@ -9,7 +9,8 @@ QUICK_SIZES = ("1K", "16M")
 
 
 def _comm(ctx: QuickContext) -> None:
-    from llmdissect.micro.comm_launch import CommRequest, build_config, run_comm, store_fits
+    from llmdissect.micro.comm_config import CommRequest
+    from llmdissect.micro.comm_launch import build_config, run_comm, store_fits
 
     req = CommRequest(ops="all_reduce,all_gather", min_bytes=QUICK_SIZES[0], max_bytes=QUICK_SIZES[1], factor=2,
                       iters=10, warmup=2, backend="gloo", nproc=2, timeout_s=240)

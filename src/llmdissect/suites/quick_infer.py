@@ -7,8 +7,13 @@ warm-up and two timed calls. Each point runs in its own child process like `benc
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from llmdissect.suites.quick import QuickContext, QuickStep
 import llmdissect.metric_names as mn
+
+if TYPE_CHECKING:
+    from llmdissect.workloads.infer_config import InferPoint
 
 MODEL = "tiny-llama"
 FP32_POINTS = [(1, 32), (1, 128), (4, 128)]
@@ -18,7 +23,7 @@ QUANT_POINT = {"quant": "int8-weight", "batch": 1, "input_len": 128}
 TIMEOUT_S = 300.0
 
 
-def quick_points() -> list[dict]:
+def quick_points() -> list[InferPoint]:
     from llmdissect.workloads.infer_launch import expand_grid
 
     common = dict(model=MODEL, output_len=[OUTPUT_LEN], dtype="fp32", attn="sdpa", cache=["dynamic"],
@@ -34,10 +39,10 @@ def _infer(ctx: QuickContext) -> None:
     from llmdissect.workloads.infer_launch import run_point
 
     failed = []
-    for config in quick_points():
-        record, _ = run_point(config, TIMEOUT_S)
+    for point in quick_points():
+        record, _ = run_point(point, TIMEOUT_S)
         ctx.save(record)
-        label = f"{config['quant']} b={config['batch']} in={config['input_len']} out={config['output_len']}"
+        label = f"{point.quant} b={point.batch} in={point.input_len} out={point.output_len}"
         if record.status == "ok":
             m = record.metrics
             ctx.log(f"infer {label}: ttft {m[mn.TTFT_S]['median'] * 1e3:.1f} ms, "

@@ -16,7 +16,7 @@ def _serve_sweep(ctx: QuickContext) -> None:
     from llmdissect.specs.hardware import usable_cores
     from llmdissect.workloads.serve.local_server import start_server
     from llmdissect.workloads.serve.record import serve_record
-    from llmdissect.workloads.serve.loadgen import ServeConfig
+    from llmdissect.workloads.serve.serve_config import ServeConfig
 
     threads = max(1, usable_cores() - 1)
     server = start_server(MODEL, threads=threads)

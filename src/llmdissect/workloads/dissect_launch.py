@@ -70,8 +70,9 @@ def infer_plan(*, profile_steps: int, trace: Optional[Path] = None, batch: int, 
     if reason:
         raise UserError(reason)
     trace_path = check_profile(profile_steps, trace)
-    rec = {"what": "dissect", "workload": "infer", **point, "profile_steps": profile_steps}
-    return DissectPlan(INFER_TARGET, {**point, "profile_steps": profile_steps, "trace": trace_path}, rec)
+    config = point.to_config()
+    rec = {"what": "dissect", "workload": "infer", **config, "profile_steps": profile_steps}
+    return DissectPlan(INFER_TARGET, {**config, "profile_steps": profile_steps, "trace": trace_path}, rec)
 
 
 def plan_for(workload: str, **options: Any) -> DissectPlan:

@@ -8,7 +8,8 @@ from typing import Callable
 from llmdissect.errors import UserError
 from llmdissect.measure.env import capture_env
 from llmdissect.results.schema import RunRecord
-from llmdissect.workloads.serve.loadgen import ServeConfig, run_async
+from llmdissect.workloads.serve.loadgen import run_async
+from llmdissect.workloads.serve.serve_config import ServeConfig
 import llmdissect.metric_names as mn
 
 

@@ -18,15 +18,15 @@ import math
 import os
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any, Union
+from typing import Any
 
 from llmdissect.results.schema import RunRecord
 
-DbArg = Union[str, os.PathLike, None]
+DbArg = str | os.PathLike | None
 """A results store path; None: $LLMDISSECT_DB or .llmdissect/results.db."""
-Grid = Union[int, str, Sequence[int]]
+Grid = int | str | Sequence[int]
 """One value, a comma-separated string ("1,2,4") or a list: every combination is one point."""
-Names = Union[str, Sequence[str]]
+Names = str | Sequence[str]
 
 
 def _check_threads(threads: int | None) -> None:
@@ -263,9 +263,10 @@ def serve(*, base_url: str, model: str | None = None, endpoint: str = "completio
     key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
     records = []
     for rate in rates:
-        cfg = parse_config(ServeConfig, base_url=base_url, model=model, endpoint=endpoint, stream=stream, num_prompts=num_prompts,
-                           input_len=input_len, output_len=output_len, dataset=str(dataset) if dataset else None,
-                           tokenizer=str(tokenizer) if tokenizer else None, request_rate=rate,
+        cfg = parse_config(ServeConfig, base_url=base_url, model=model, endpoint=endpoint, stream=stream,
+                           num_prompts=num_prompts, input_len=input_len, output_len=output_len,
+                           dataset=str(dataset) if dataset else None, tokenizer=str(tokenizer) if tokenizer else None,
+                           request_rate=rate,
                            burstiness=burstiness, max_concurrency=max_concurrency,
                            arrivals=str(arrivals) if arrivals else None, seed=seed, server_kind=server_kind, slo=slos,
                            timeout_s=timeout_s)

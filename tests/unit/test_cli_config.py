@@ -5,8 +5,9 @@ here with the reason, so an option added to one side only fails this test."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import typer
@@ -51,7 +52,8 @@ CASES = {
                            other_default={"method": "bench finetune fine-tunes with LoRA unless told otherwise"}),
     "bench infer": Case(InferPoint, {**RUN, **CHILD, "timeout_s": "per-point limit of each child"},
                         config_only={"hardware": "named after the device --device resolves to"},
-                        cli_default={k: (lambda text, k=k: parse_list(text, k, str if k in ("cache", "quant") else int)[0])
+                        cli_default={k: (lambda text, k=k: parse_list(text, k,
+                                                                      str if k in ("cache", "quant") else int)[0])
                                      for k in GRID_FIELDS}),
     "bench serve": Case(ServeConfig, {**RUN, "sweep_rates": "one run per rate, each with its request_rate",
                                       "api_key": "sent as a bearer token, never stored",

@@ -26,7 +26,8 @@ def test_every_field_has_a_docstring_and_unknown_fields_are_refused(config):
     undocumented = [node.target.id for i, node in enumerate(body)
                     if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
                     and not (i + 1 < len(body) and isinstance(body[i + 1], ast.Expr)
-                             and isinstance(body[i + 1].value, ast.Constant) and isinstance(body[i + 1].value.value, str))]
+                             and isinstance(body[i + 1].value, ast.Constant)
+                             and isinstance(body[i + 1].value.value, str))]
     assert not undocumented, f"{config.__name__}: write a docstring under {undocumented}"
     assert config.model_config.get("extra") == "forbid"
 

@@ -4,8 +4,15 @@ import pytest
 from llmdissect.errors import UserError
 from llmdissect.specs import get_model
 from llmdissect.workloads.infer_launch import expand_grid, parse_list, skip_reason
-from llmdissect.workloads.infer_metrics import (CallTiming, ceilings, decode_kv_positions_read, hardware_allows,
-                                                 kv_cache_bytes_formula, prefill_flops, summarise)
+from llmdissect.workloads.infer_metrics import (
+    CallTiming,
+    ceilings,
+    decode_kv_positions_read,
+    hardware_allows,
+    kv_cache_bytes_formula,
+    prefill_flops,
+    summarise,
+)
 
 
 def test_summarise_follows_the_definitions():

@@ -7,7 +7,8 @@ import pytest
 from llmdissect.errors import UserError
 from llmdissect.micro.collectives import BACKENDS, DTYPES
 from llmdissect.micro.comm_config import CommRequest
-from llmdissect.perfmodel.request import KINDS as WORKLOADS, POSITIVE, EstimateRequest
+from llmdissect.perfmodel.request import KINDS as WORKLOADS
+from llmdissect.perfmodel.request import POSITIVE, EstimateRequest
 from llmdissect.suites import kinds
 from llmdissect.suites.kinds import INT, check_options, infer_defaults, kind_options
 from llmdissect.suites.serve_point import SERVER_ONLY, ServePoint, serve_config

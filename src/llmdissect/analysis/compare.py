@@ -8,11 +8,12 @@ answer is honestly "too noisy to tell"; rerun with more steps or repeats.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-from llmdissect.results.schema import RunRecord
 import llmdissect.metric_names as mn
+from llmdissect.results.schema import RunRecord
 
 ALPHA = 0.05
 CONFIDENCE = 0.95

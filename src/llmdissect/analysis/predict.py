@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from llmdissect.errors import UserError
 import llmdissect.metric_names as mn
+from llmdissect.errors import UserError
 
 TRAIN_KEYS = ("model", "engine", "nproc", "zero", "offload", "recompute", "attn", "dtype", "optimizer",
               "micro_batch", "seq", "grad_accum", "tp", "pp", "method", "lora_rank", "quant")

@@ -15,13 +15,14 @@ profile holds them, for all_reduce, all_gather and reduce_scatter).
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
+import llmdissect.metric_names as mn
+from llmdissect.analysis.predict import estimate_measured, join_key
 from llmdissect.errors import UserError
 from llmdissect.results.schema import RunRecord
-from llmdissect.analysis.predict import estimate_measured, join_key
-import llmdissect.metric_names as mn
 
 
 def _median(m: dict, key: str) -> float | None:
@@ -98,7 +99,8 @@ def label(r: RunRecord) -> str:
     c = r.config
     if r.kind in mn.TRAIN_KINDS:
         return (f"{c.get('model')} {c.get('engine')} x{c.get('nproc')} zero{c.get('zero')} rc={c.get('recompute')} "
-                f"mb{c.get('micro_batch')}x{c.get('seq')}" + (f" {c.get('method')}" if c.get("method") != "full" else ""))
+                f"mb{c.get('micro_batch')}x{c.get('seq')}"
+                + (f" {c.get('method')}" if c.get("method") != "full" else ""))
     if r.kind == mn.INFER:
         return f"{c.get('model')} b{c.get('batch')} in{c.get('input_len')} out{c.get('output_len')} {c.get('quant')}"
     if r.kind == mn.COMM:

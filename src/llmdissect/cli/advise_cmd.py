@@ -8,9 +8,9 @@ from typing import Optional
 
 import typer
 
-from llmdissect.console import console, human_bytes, human_rate, human_seconds, print_json, table
-from llmdissect.cli.options import JsonOpt
 import llmdissect.metric_names as mn
+from llmdissect.cli.options import JsonOpt
+from llmdissect.console import console, human_bytes, human_rate, human_seconds, print_json, table
 
 
 def _space(kind: str, model: str, hardware: str, gpus: Optional[int], dtype: Optional[str], seq: Optional[int],

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
 import llmdissect.metric_names as mn
+from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
 
 
 def calibrate(model: str = typer.Option("tiny-llama", "--model", help="Model whose operators set the efficiencies."),

@@ -7,8 +7,8 @@ from typing import Any, Optional
 
 import typer
 
-from llmdissect.cli import train_cmd as tc
 import llmdissect.metric_names as mn
+from llmdissect.cli import train_cmd as tc
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt, config_options
 
 dissect_app = typer.Typer(no_args_is_help=True, help="Where a step's time goes: phases, modules, top operators "

@@ -10,16 +10,18 @@ from typing import Optional
 
 import typer
 
-from llmdissect.console import console, human_bytes, human_count, human_rate, human_seconds, print_json, table
-from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
 import llmdissect.metric_names as mn
+from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
+from llmdissect.console import console, human_bytes, human_count, human_rate, human_seconds, print_json, table
+
 
 def estimate(
     kind: str = typer.Argument(..., help="pretrain | finetune | infer"),
     model: str = typer.Option(..., "--model", help="Model preset, TOML, or config.json."),
     hardware: str = typer.Option(..., "--hardware", help="A device (a800, h100, cpu) or a platform (8xa800)."),
     gpus: Optional[int] = typer.Option(None, "--gpus", help="Number of devices (default: the platform's)."),
-    dtype: Optional[str] = typer.Option(None, "--dtype", help="fp32 | bf16 | fp16 (default bf16 on GPUs, fp32 on CPU)."),
+    dtype: Optional[str] = typer.Option(None, "--dtype",
+                                        help="fp32 | bf16 | fp16 (default bf16 on GPUs, fp32 on CPU)."),
     micro_batch: Optional[int] = typer.Option(None, "--micro-batch", help="Sequences per micro-batch per device [1]."),
     seq: Optional[int] = typer.Option(None, "--seq", help="Training sequence length [2048]."),
     grad_accum: Optional[int] = typer.Option(None, "--grad-accum", help="Micro-batches per optimizer step [1]."),
@@ -29,14 +31,18 @@ def estimate(
     attn: str = typer.Option("sdpa", "--attn", help="eager | sdpa | flash."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree."),
     pp: Optional[int] = typer.Option(None, "--pp", help="Pipeline-parallel degree [1]."),
-    optimizer: Optional[str] = typer.Option(None, "--optimizer", help="adamw | adamw-fused | adamw-8bit | adam | sgd [adamw]."),
+    optimizer: Optional[str] = typer.Option(None, "--optimizer",
+                                            help="adamw | adamw-fused | adamw-8bit | adam | sgd [adamw]."),
     lora_rank: Optional[int] = typer.Option(None, "--lora-rank", help="LoRA rank (finetune; 0 = full)."),
-    lora_targets: Optional[str] = typer.Option(None, "--lora-targets", help="Modules with adapters [q_proj,k_proj,v_proj,o_proj] or 'all'."),
-    quant: str = typer.Option("none", "--quant", help="none | int8 | int8-bnb | nf4 | ... (QLoRA base, or inference weights)."),
+    lora_targets: Optional[str] = typer.Option(None, "--lora-targets", help="Modules with adapters "
+                                               "[q_proj,k_proj,v_proj,o_proj] or 'all'."),
+    quant: str = typer.Option("none", "--quant", help="none | int8 | int8-bnb | nf4 | ... (QLoRA base, or "
+                                                      "inference weights)."),
     batch: Optional[int] = typer.Option(None, "--batch", help="Sequences per batch (infer) [1]."),
     input_len: Optional[int] = typer.Option(None, "--input-len", help="Prompt tokens (infer) [512]."),
     output_len: Optional[int] = typer.Option(None, "--output-len", help="Generated tokens (infer) [128]."),
-    calibration: Optional[Path] = typer.Option(None, "--calibration", help="Calibration profile (default: this machine's)."),
+    calibration: Optional[Path] = typer.Option(None, "--calibration",
+                                               help="Calibration profile (default: this machine's)."),
     store: bool = typer.Option(True, "--store/--no-store", help="Store the estimate in the results database."),
     db: DbPath = DbOpt,
     json_out: bool = JsonOpt,

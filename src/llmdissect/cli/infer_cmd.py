@@ -38,13 +38,16 @@ def infer(
     db: DbPath = DbOpt,
     json_out: bool = JsonOpt,
 ) -> None:
-    """Time generate: TTFT, TPOT, e2e latency, prefill and decode tokens/s, KV-cache bytes, peak memory, and what the hardware allows.
+    """Time generate: TTFT, TPOT, e2e latency, prefill and decode tokens/s, KV-cache bytes, peak memory, \
+and what the hardware allows.
 
-    Each grid point runs in a fresh child process and is stored as one record: ok, or skipped with the reason where this device cannot run it.
+    Each grid point runs in a fresh child process and is stored as one record: ok, or skipped with the reason \
+where this device cannot run it.
 
     --json prints one JSON record per line, one line per grid point (exactly one record for a single point).
 
-    Exit 0 when every point is ok (or skipped inside a grid); 2 for bad input or a single point that cannot run here; 1 when a point failed, ran out of memory or timed out.
+    Exit 0 when every point is ok (or skipped inside a grid); 2 for bad input or a single point that cannot run \
+here; 1 when a point failed, ran out of memory or timed out.
     """
     from llmdissect.console import note
     from llmdissect.dtypes import cpu_dtype_note
@@ -52,7 +55,8 @@ def infer(
     from llmdissect.workloads.infer_launch import expand_grid, parse_list
 
     db_path = check_writable(db)
-    points = expand_grid(model=model, batch=parse_list(batch, "--batch"), input_len=parse_list(input_len, "--input-len"),
+    points = expand_grid(model=model, batch=parse_list(batch, "--batch"),
+                         input_len=parse_list(input_len, "--input-len"),
                          output_len=parse_list(output_len, "--output-len"), dtype=dtype, attn=attn,
                          cache=parse_list(cache, "--cache", str), quant=parse_list(quant, "--quant", str),
                          compile=compile, warmup=warmup, repeats=repeats, seed=seed, device=device)

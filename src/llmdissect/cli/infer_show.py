@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmdissect.console import console, human_bytes, human_rate, human_seconds, table
 import llmdissect.metric_names as mn
+from llmdissect.console import console, human_bytes, human_rate, human_seconds, table
 
 
 def _med(metrics: dict[str, Any], key: str) -> float | None:
@@ -53,7 +53,8 @@ def show_point(record: Any) -> None:
         console.print(f"Check: ttft + (out-1) x step = {human_seconds(cons['predicted_e2e_s'])} vs e2e "
                       f"{human_seconds(cons['e2e_s'])} ({100 * cons['relative_error']:.1f} % apart; "
                       f"{'ok' if cons['ok'] else 'MORE THAN 10 % - per-token timing is off'})")
-    console.print(f"First call: {human_seconds(m.get('first_call_s'))} (ttft {human_seconds(m.get('first_call_ttft_s'))}); "
+    console.print(f"First call: {human_seconds(m.get('first_call_s'))} "
+                  f"(ttft {human_seconds(m.get('first_call_ttft_s'))}); "
                   f"build {human_seconds(m.get('build_s'))}, quantize {human_seconds(m.get('quantize_s'))}")
     console.print(f"Memory: weights {human_bytes(m.get('weights_bytes'))}, "
                   f"KV cache {human_bytes(m.get(mn.KV_CACHE_BYTES))} "

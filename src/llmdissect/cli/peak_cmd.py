@@ -6,8 +6,8 @@ from typing import Optional
 
 import typer
 
-from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
 import llmdissect.metric_names as mn
+from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
 
 
 def show(record) -> None:

@@ -8,9 +8,9 @@ from typing import Optional
 
 import typer
 
+import llmdissect.metric_names as mn
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
 from llmdissect.errors import UserError
-import llmdissect.metric_names as mn
 
 
 def _show(record) -> None:
@@ -121,12 +121,12 @@ def serve_local(
     continuous_batching: bool = typer.Option(True, "--continuous-batching/--no-continuous-batching"),
 ) -> None:
     """Serve a model spec with `transformers serve` on 127.0.0.1 (offline) until Ctrl-C."""
+    import signal
+    import sys
+
     from llmdissect.console import console, note
     from llmdissect.specs.hardware import usable_cores
     from llmdissect.workloads.serve.local_server import start_server
-
-    import signal
-    import sys
 
     # `kill PID` must stop the server too (it runs in its own process group): SIGTERM -> SystemExit
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

@@ -5,9 +5,9 @@ from typing import Optional
 
 import typer
 
+import llmdissect.metric_names as mn
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt, config_options
 from llmdissect.console import console, human_bytes, human_count, human_rate, human_seconds, note, table
-import llmdissect.metric_names as mn
 
 
 def _show(record) -> None:

@@ -5,8 +5,8 @@ from typing import Optional
 
 import typer
 
-from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
 import llmdissect.metric_names as mn
+from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
 
 UNITS = {mn.STEP_TIME_S: "s", mn.TTFT_S: "s", mn.TPOT_S: "s", mn.TOKENS_PER_S: "tok/s", mn.DECODE_TOKENS_PER_S: "tok/s",
          mn.PEAK_MEMORY_BYTES: "B", mn.BUSBW_BYTES_PER_S: "B/s"}
@@ -55,7 +55,8 @@ def show(v, suite: Optional[str], n_measured: int, detail: bool = False) -> None
     pct = lambda x: f"{x:+.0%}"  # noqa: E731
     rows = [(s["metric"], s["pairs"], f"{s['mape']:.0%}", pct(s["median_error"]), pct(s["worst_error"]))
             for s in v.summary()]
-    title = f"Validation{' of suite ' + suite if suite else ''}: estimate vs measurement ({n_measured} measured records)"
+    title = (f"Validation{' of suite ' + suite if suite else ''}: estimate vs measurement "
+             f"({n_measured} measured records)")
     console.print(table(title, ["metric", "pairs", "MAPE", "median error", "worst error"], rows))
     if v.pairs:
         console.print(f"all metrics: MAPE {v.to_dict()['mape_all']:.0%} over {len(v.pairs)} pairs; "

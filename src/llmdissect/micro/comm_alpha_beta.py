@@ -17,8 +17,9 @@ Pure Python, no torch: the perfmodel can import it.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import llmdissect.metric_names as mn
 

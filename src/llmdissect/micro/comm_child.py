@@ -26,12 +26,13 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from llmdissect.micro.collectives import DTYPES, IN_PLACE, OPS, algbw_bytes_per_s
 import llmdissect.metric_names as mn
+from llmdissect.micro.collectives import DTYPES, IN_PLACE, OPS, algbw_bytes_per_s
 
 DIE_EXIT_CODE = 17
 
@@ -66,7 +67,7 @@ def _sweep(config: dict[str, Any], device: str) -> list[dict[str, Any]]:
 
     from llmdissect.measure import Timer
 
-    rank, n = dist.get_rank(), dist.get_world_size()
+    rank = dist.get_rank()
     timer = Timer(device)
     plan = [(op, size, placement) for op in config["ops"] for size in config["sizes"]
             for placement in OPS[op].placements]
@@ -169,7 +170,7 @@ def _setup(op: str, placement: str, base, rank: int, n: int) -> tuple[Callable[[
     import torch
     import torch.distributed as dist
 
-    count, c = base.numel(), base.numel() // n
+    c = base.numel() // n
     offsets = [float(r % 4) for r in range(n)]
     total = sum(offsets)
     src = base + offsets[rank]

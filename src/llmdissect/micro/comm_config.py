@@ -6,7 +6,7 @@ into the record's config.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,7 +25,7 @@ class CommRequest(BaseModel):
     """Smallest size, nccl-tests' way (1K = 1024 bytes)."""
     max_bytes: str = "64M"
     """Largest size."""
-    factor: Union[int, float] = 2.0
+    factor: int | float = 2.0
     """Each size is the previous one times this (an int stays an int in the record)."""
     dtype: str = "fp32"
     """Element type: a key of micro.collectives.DTYPES (fp32 | bf16 | fp16)."""

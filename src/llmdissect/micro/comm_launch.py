@@ -10,10 +10,17 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from llmdissect.errors import UserError
-from llmdissect.micro.collectives import (BACKENDS, DTYPES, buffer_bytes_per_rank, check_dtype, parse_ops,
-                                          parse_size, size_sweep)
 import llmdissect.metric_names as mn
+from llmdissect.errors import UserError
+from llmdissect.micro.collectives import (
+    BACKENDS,
+    DTYPES,
+    buffer_bytes_per_rank,
+    check_dtype,
+    parse_ops,
+    parse_size,
+    size_sweep,
+)
 from llmdissect.micro.comm_config import HOOKS, CommRequest
 
 TARGET = "llmdissect.micro.comm_child:run"
@@ -23,7 +30,7 @@ def build_config(req: CommRequest) -> dict[str, Any]:
     """The validated run config (UserError on bad input, before anything is launched)."""
     ops = parse_ops(req.ops)
     lo, hi = parse_size(req.min_bytes), parse_size(req.max_bytes)
-    sizes = size_sweep(lo, hi, req.factor)
+    size_sweep(lo, hi, req.factor)  # UserError on a bad range or factor; run_comm() builds the sweep
     check_dtype(req.dtype)
     if req.iters < 1 or req.warmup < 0:
         raise UserError(f"bad --iters {req.iters} / --warmup {req.warmup}: need iters >= 1 and warmup >= 0")

@@ -11,11 +11,11 @@ rate and the record lists it (`ceilings.raised`): a fraction of peak never excee
 """
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.micro.ops_cases import SDPA_BACKENDS, OpCase
 from llmdissect.micro.ops_config import OpsConfig
-import llmdissect.metric_names as mn
 
 LADDER_BYTES = (32 * 2**10, 256 * 2**10, 2 * 2**20, 16 * 2**20)
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmdissect.micro.ops_child import efficiencies
-from llmdissect.micro.ops_config import OpsConfig
 import llmdissect.metric_names as mn
+from llmdissect.micro.ops_config import OpsConfig
 
 TARGET = "llmdissect.micro.ops_child:run"
 

@@ -117,7 +117,7 @@ def matmul_rows(device: str, sizes: dict[str, tuple[int, ...]], min_time_s: floa
             b = torch.randn(n, n, generator=gen).to(device=device, dtype=tdtype)  # [n, n]
             out = torch.empty(n, n, device=device, dtype=tdtype)
             policy = LoopPolicy(warmup=2, min_iters=3, min_time_s=min_time_s)
-            res = measure_loop(lambda: torch.mm(a, b, out=out), policy, Timer(device, _sync(device)))
+            res = measure_loop(lambda a=a, b=b, out=out: torch.mm(a, b, out=out), policy, Timer(device, _sync(device)))
             st = res.stats
             flops = 2 * n ** 3  # n^2 outputs, n multiply-adds each
             rows.append({"what": "matmul", "dtype": dtype, "n": n, mn.FLOPS: flops, mn.TIME_S: st.to_dict(),

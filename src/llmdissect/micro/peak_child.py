@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmdissect.micro import peak as pk
 import llmdissect.metric_names as mn
+from llmdissect.micro import peak as pk
 
 
 def _plan(device: str, quick: bool) -> tuple[dict[str, tuple[int, ...]], int]:

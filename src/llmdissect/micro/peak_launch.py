@@ -56,13 +56,12 @@ def run_peak(quick: bool = False, devices: list[str] | None = None, min_time_s: 
     """Measure, make the `ops` record (config.what = peak), write the profile. Returns (record, child)."""
     from llmdissect.calibration_profile import update_profile
     from llmdissect.launch import run_child
+    from llmdissect.launch.child import default_threads
     from llmdissect.measure.devices import hardware_name
     from llmdissect.measure.env import capture_env
     from llmdissect.progress import run_with_progress
     from llmdissect.results.recording import record_from_child
     from llmdissect.results.schema import utc_now
-
-    from llmdissect.launch.child import default_threads
 
     devices = devices or visible_devices()
     threads = threads or default_threads(1)

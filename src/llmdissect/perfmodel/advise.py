@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 from llmdissect.perfmodel import weights as wt
 from llmdissect.perfmodel.ceilings import Machine
 from llmdissect.perfmodel.infermodel import infer_memory, infer_time
 from llmdissect.perfmodel.trainmodel import train_memory, train_time
 from llmdissect.specs.models import ModelSpec
-import llmdissect.metric_names as mn
 
 ZEROS = (0, 1, 2, 3)
 OFFLOADS = ("none", "optimizer", "params")
@@ -69,12 +69,14 @@ def train_space(kind: str, m: ModelSpec, mach: Machine, seq: int, e: float, *, r
     """Every valid training configuration, evaluated. `repeat` tiles the grid (benchmarks)."""
     devices = mach.platform.num_devices
     splits = parallel_splits(m, devices)
-    attns = (0, 1) if mach.platform.device.kind != "gpu" else (2, 1)  # sdpa | eager | flash (GPUs: flash is sdpa's kernel)
+    # sdpa | eager | flash (GPUs: flash is sdpa's kernel)
+    attns = (0, 1) if mach.platform.device.kind != "gpu" else (2, 1)
     lora = (0,) if kind == mn.PRETRAIN else (0, *LORA_RANKS)
     quants = ("none",) if kind == mn.PRETRAIN else ("none", "nf4")
     g = _grid(split=np.arange(len(splits)), zero=ZEROS, off=(0, 1, 2), rc=(0, 1, 2), attn=attns,
               b=MICRO_BATCHES, ga=GRAD_ACCUMS, rank=lora, quant=np.arange(len(quants)))
-    valid = ((g["off"] < 1) | (g["zero"] >= 1)) & ((g["off"] < 2) | (g["zero"] == 3)) & ((g["quant"] == 0) | (g["rank"] > 0))
+    valid = (((g["off"] < 1) | (g["zero"] >= 1)) & ((g["off"] < 2) | (g["zero"] == 3))
+             & ((g["quant"] == 0) | (g["rank"] > 0)))
     g = {k: np.tile(v[valid], repeat) for k, v in g.items()}
     tp = np.array([s[0] for s in splits])[g["split"]]
     pp = np.array([s[1] for s in splits])[g["split"]]

@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 from llmdissect.perfmodel.comm import Network, default_alpha_s
 from llmdissect.perfmodel.defaults import DEFAULT_EFFICIENCY, assumptions_for
 from llmdissect.perfmodel.roofline import Ceilings
 from llmdissect.specs.hardware import HardwareSpec, Platform
-import llmdissect.metric_names as mn
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,8 @@ def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None =
     if isinstance(overrides, dict) and overrides:
         for k, v in overrides.items():
             if k not in assumptions:
-                raise UserError(f"calibration profile: unknown perfmodel assumption {k!r}; known: {', '.join(assumptions)}")
+                raise UserError(f"calibration profile: unknown perfmodel assumption {k!r}; "
+                                f"known: {', '.join(assumptions)}")
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
                 raise UserError(f"calibration profile: perfmodel.{k} must be a non-negative number, got {v!r}")
             assumptions[k] = float(v)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.dtypes import check_compute_dtype, dtype_bytes
 from llmdissect.errors import UserError
 from llmdissect.perfmodel.activations import ATTNS, RECOMPUTES
@@ -12,7 +13,6 @@ from llmdissect.perfmodel.states import OFFLOADS
 from llmdissect.perfmodel.weights import LORA_TARGETS_DEFAULT, check_quant
 from llmdissect.specs.hardware import Platform
 from llmdissect.specs.models import ModelSpec
-import llmdissect.metric_names as mn
 
 
 def _positive(**values: int) -> None:

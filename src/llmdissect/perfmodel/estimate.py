@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.perfmodel import weights as wt
 from llmdissect.perfmodel.ceilings import Machine
 from llmdissect.perfmodel.config import InferSetup, TrainSetup
 from llmdissect.perfmodel.infermodel import infer_memory, infer_time
 from llmdissect.perfmodel.trainmodel import train_memory, train_time
-import llmdissect.metric_names as mn
 
 RECOMPUTE_LEVEL = {"none": 0, "selective": 1, "full": 2}
 OFFLOAD_LEVEL = {"none": 0, "optimizer": 1, "params": 2}
@@ -93,8 +93,9 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
     if setup.offload != "none":
         metrics["host_fits"] = None if host_cap is None else host_total <= host_cap
         fits = fits and metrics["host_fits"] is not False
-        notes.append(f"offload: {host_total / 2**30:.1f} GiB of optimizer states{' and parameters' if setup.offload == 'params' else ''} "
-                     f"in host memory ({'unknown host size' if host_cap is None else f'{host_cap / 2**30:.0f} GiB available'})")
+        notes.append(f"offload: {host_total / 2**30:.1f} GiB of optimizer states"
+                     f"{' and parameters' if setup.offload == 'params' else ''} in host memory "
+                     f"({'unknown host size' if host_cap is None else f'{host_cap / 2**30:.0f} GiB available'})")
     metrics[mn.FITS] = bool(fits)
     notes.append("memory.total_bytes = params + optimizer + step_peak (activations and gradients as they meet in "
                  "backward) + other (framework allowance)")

@@ -8,6 +8,7 @@ the KV cache fills the memory left beside the weights (`max_batch`).
 """
 from __future__ import annotations
 
+import llmdissect.metric_names as mn
 from llmdissect.perfmodel import comm, kvcache
 from llmdissect.perfmodel import flops as fl
 from llmdissect.perfmodel.ceilings import Machine
@@ -15,7 +16,6 @@ from llmdissect.perfmodel.layertime import head_forward_time_s, layer_forward_ti
 from llmdissect.perfmodel.roofline import attention_time_s
 from llmdissect.perfmodel.trainmodel import framework_bytes
 from llmdissect.specs.models import ModelSpec
-import llmdissect.metric_names as mn
 
 
 def infer_memory(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, weight_bytes):

@@ -12,8 +12,8 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
-from llmdissect.errors import UserError
 import llmdissect.metric_names as mn
+from llmdissect.errors import UserError
 
 KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER)
 TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp", "lora_rank", "optimizer")

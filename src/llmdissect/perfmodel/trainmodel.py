@@ -12,6 +12,7 @@ offload 0 none / 1 optimizer / 2 params, lora 0/1):
 """
 from __future__ import annotations
 
+import llmdissect.metric_names as mn
 from llmdissect.perfmodel import activations as act
 from llmdissect.perfmodel import comm, states
 from llmdissect.perfmodel import flops as fl
@@ -21,7 +22,6 @@ from llmdissect.perfmodel.layertime import head_forward_time_s, layer_attention_
 from llmdissect.perfmodel.roofline import memory_time_s
 from llmdissect.perfmodel.stepmemory import optimizer_step_transient_bytes, training_step_peak_bytes
 from llmdissect.specs.models import ModelSpec
-import llmdissect.metric_names as mn
 
 
 def framework_bytes(mach: Machine, tensors_bytes):

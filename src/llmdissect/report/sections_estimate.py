@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import platform
 
+import llmdissect.metric_names as mn
 from llmdissect.analysis import findings
 from llmdissect.report import plots
 from llmdissect.report.section import Section, Table
 from llmdissect.results.schema import RunRecord
-import llmdissect.metric_names as mn
 
 # metric -> (label with unit, scale from the metric's unit)
 SHOWN = {mn.STEP_TIME_S: ("step time (ms)", 1e3), mn.TOKENS_PER_S: ("tokens/s", 1.0),

@@ -1,13 +1,13 @@
 """Report sections of inference (offline grid) and serving (latency against throughput)."""
 from __future__ import annotations
 
+import llmdissect.metric_names as mn
 from llmdissect.analysis import findings
 from llmdissect.analysis.compare import median_of, samples_of
 from llmdissect.report import plots
 from llmdissect.report.section import Section, Table, ms
 from llmdissect.report.select import machine, ok
 from llmdissect.results.schema import RunRecord
-import llmdissect.metric_names as mn
 
 
 def _measured(r: RunRecord, key: str, scale: float = 1.0) -> findings.Measured:

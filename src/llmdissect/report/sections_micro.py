@@ -4,12 +4,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.analysis import findings
 from llmdissect.report import plots
 from llmdissect.report.section import Section, Table
 from llmdissect.report.select import machine, ok
 from llmdissect.results.schema import RunRecord
-import llmdissect.metric_names as mn
 
 
 def _is_peak(r: RunRecord) -> bool:

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.analysis import findings
 from llmdissect.analysis.compare import bootstrap_ci, median_of, samples_of
 from llmdissect.report import plots
 from llmdissect.report.section import Section, Table, mib, ms
 from llmdissect.report.select import machine, ok
 from llmdissect.results.schema import RunRecord
-import llmdissect.metric_names as mn
 
 # Technique keys and their baseline values: the run with the fewest departures is the baseline.
 TECHNIQUES = {"engine": "single", "nproc": 1, "zero": 0, "offload": "none", "recompute": "none", "method": "full",
@@ -110,7 +110,8 @@ def breakdown(records: list[RunRecord]) -> Section | None:
             rows.append((label, *(ms(v) for v in meds.values()), ms(other), ms(step)))
         parts = {p: v for p, v in parts.items() if any(v)}
         sec.plots.append(plots.stacked("breakdown-phases", "Where a training step's time goes", labels, parts,
-                                       xlabel="median time (ms)", ylabel="run (kind, model, technique, id)", legend_title="phase"))
+                                       xlabel="median time (ms)", ylabel="run (kind, model, technique, id)",
+                                       legend_title="phase"))
         sec.findings += findings.breakdown(finding_rows)
         sec.tables.append(Table("Phase medians (ms)", ["run", "forward", "backward", "optimizer", "comm", "other",
                                                        "step"], rows))
@@ -134,7 +135,8 @@ def breakdown(records: list[RunRecord]) -> Section | None:
                                        legend_title="module"))
         ranked = sorted(shares, key=lambda n: -sum(shares[n]))
         sec.findings.append("Under the profiler, " + ", ".join(
-            f"{n} takes {min(shares[n]):.0f}-{max(shares[n]):.0f} %" if len(modules) > 1 else f"{n} {shares[n][0]:.0f} %"
+            f"{n} takes {min(shares[n]):.0f}-{max(shares[n]):.0f} %" if len(modules) > 1
+            else f"{n} {shares[n][0]:.0f} %"
             for n in ranked[:3]) + f" of the step ({len(modules)} dissected run(s)).")
         overhead = [r.metrics.get("profiling_overhead") for r in modules if r.metrics.get("profiling_overhead")]
         if overhead:

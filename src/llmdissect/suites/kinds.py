@@ -25,8 +25,8 @@ import types as _types
 from dataclasses import dataclass
 from typing import Any, Literal, Union, get_args, get_origin
 
-from llmdissect.errors import UserError
 import llmdissect.metric_names as mn
+from llmdissect.errors import UserError
 
 KINDS = ("pretrain", "finetune", "infer", "serve", "ops", "comm", "estimate")
 INT, FLOAT, STR, BOOL = (int,), (int, float), (str,), (bool,)
@@ -133,7 +133,8 @@ def kind_options(kind: str) -> dict[str, Option] | None:
         opts["backend"] = Option(STR, BACKENDS)
         return opts
     if kind == "estimate":
-        from llmdissect.perfmodel.request import KINDS as WORKLOADS, POSITIVE, EstimateRequest
+        from llmdissect.perfmodel.request import KINDS as WORKLOADS
+        from llmdissect.perfmodel.request import POSITIVE, EstimateRequest
 
         opts = options_of(EstimateRequest, positive=POSITIVE)
         return {"workload": Option(STR, WORKLOADS, required=True), **{k: v for k, v in opts.items() if k != "kind"}}
@@ -236,7 +237,8 @@ def _check_ops(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_estimate(options: dict[str, Any]) -> dict[str, Any]:
-    from llmdissect.perfmodel.request import INFER_ONLY, KINDS as WORKLOADS, TRAIN_ONLY
+    from llmdissect.perfmodel.request import INFER_ONLY, TRAIN_ONLY
+    from llmdissect.perfmodel.request import KINDS as WORKLOADS
 
     workload = options["workload"]
     if workload not in WORKLOADS:

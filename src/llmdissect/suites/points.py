@@ -5,14 +5,15 @@ Whatever happens to a point (ok, failed, oom, timeout, skipped) it ends as one r
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
+import llmdissect.metric_names as mn
+from llmdissect.analysis.predict import Prediction, predict_measured
 from llmdissect.errors import UserError
 from llmdissect.results.schema import RunRecord
-from llmdissect.analysis.predict import Prediction, predict_measured
 from llmdissect.suites.spec import Point
-import llmdissect.metric_names as mn
 
 DEFAULT_TIMEOUT_S = 1800.0
 SERVE_TARGET = "llmdissect.suites.serve_point:run"

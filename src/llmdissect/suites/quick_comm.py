@@ -2,8 +2,8 @@
 1 KiB to 16 MiB (nccl-tests semantics, every result checked), about 20 s on 2 cores."""
 from __future__ import annotations
 
-from llmdissect.suites.quick import QuickContext, QuickStep
 import llmdissect.metric_names as mn
+from llmdissect.suites.quick import QuickContext, QuickStep
 
 QUICK_SIZES = ("1K", "16M")
 

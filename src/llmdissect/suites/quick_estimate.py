@@ -2,8 +2,8 @@
 so `validate` and reports can put predicted next to measured."""
 from __future__ import annotations
 
-from llmdissect.suites.quick import QuickContext, QuickStep
 import llmdissect.metric_names as mn
+from llmdissect.suites.quick import QuickContext, QuickStep
 
 ESTIMATES = [
     (mn.PRETRAIN, {"model": "llama2-70b", "hardware": "8xa800", "zero": 3, "offload": "optimizer",

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from llmdissect.suites.quick import QuickContext, QuickStep
 import llmdissect.metric_names as mn
+from llmdissect.suites.quick import QuickContext, QuickStep
 
 if TYPE_CHECKING:
     from llmdissect.workloads.infer_config import InferPoint

@@ -3,8 +3,8 @@ profile so that later training steps report MFU), a tiny-llama `bench ops` and a
 `dissect pretrain`."""
 from __future__ import annotations
 
-from llmdissect.suites.quick import QuickContext, QuickStep
 import llmdissect.metric_names as mn
+from llmdissect.suites.quick import QuickContext, QuickStep
 
 
 def _check(ctx: QuickContext, record) -> None:
@@ -25,7 +25,8 @@ def _peak(ctx: QuickContext) -> None:
     ctx.log(f"peak: fp32 {cpu['peak_flops_per_s']['fp32'] / 1e9:.1f} GFLOP/s"
             + (f" ({cpu['peak_flops_per_s']['fp32'] / theory:.0%} of theoretical {theory / 1e9:.0f})"
                if theory else "")
-            + f", copy {cpu['memory_bandwidth_bytes_per_s'] / 1e9:.1f} GB/s; stored in {record.metrics['profile_path']}")
+            + f", copy {cpu['memory_bandwidth_bytes_per_s'] / 1e9:.1f} GB/s; "
+            f"stored in {record.metrics['profile_path']}")
 
 
 def _ops(ctx: QuickContext) -> None:

@@ -2,8 +2,8 @@
 a short request-rate sweep (one record per rate), then the server is stopped."""
 from __future__ import annotations
 
-from llmdissect.suites.quick import QuickContext, QuickStep
 import llmdissect.metric_names as mn
+from llmdissect.suites.quick import QuickContext, QuickStep
 
 MODEL = "tiny-llama"
 RATES = (2.0, 8.0, float("inf"))

@@ -2,8 +2,8 @@
 FSDP2 ZeRO-3 on two, and a LoRA fine-tuning."""
 from __future__ import annotations
 
-from llmdissect.suites.quick import QuickContext, QuickStep
 import llmdissect.metric_names as mn
+from llmdissect.suites.quick import QuickContext, QuickStep
 
 COMMON = dict(model="tiny-llama", seq=128, steps=3, warmup=1, device="cpu")
 RUNS = {

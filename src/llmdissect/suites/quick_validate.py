@@ -3,8 +3,8 @@ machine's calibration), store those estimates beside the measurements, and repor
 error of each prediction per metric (what `llmdissect validate --suite quick` prints)."""
 from __future__ import annotations
 
-from llmdissect.suites.quick import QuickContext, QuickStep
 import llmdissect.metric_names as mn
+from llmdissect.suites.quick import QuickContext, QuickStep
 
 RUN_LAST = True
 """quick_steps() puts this step after every other, wherever it is listed."""

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 from llmdissect.results.schema import RunRecord
 from llmdissect.suites.points import Planned, plan_point, run_planned
 from llmdissect.suites.spec import Suite, load
-import llmdissect.metric_names as mn
 
 FAILED = ("failed", "oom", "timeout")
 
@@ -107,8 +107,14 @@ def tag(record: RunRecord, planned: Planned, suite: Suite) -> RunRecord:
 
 def execute(plan: Plan, opts: RunOptions, store_path: Path, on_record=None) -> list[RunRecord]:
     """Run every point still to do, storing each record as it ends; returns the new records."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
-        TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from llmdissect.console import err_console
     from llmdissect.results.store import open_store

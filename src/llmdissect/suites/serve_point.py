@@ -7,7 +7,7 @@ shorter defaults, the load options of `bench serve` (workloads.serve.serve_confi
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,7 +29,7 @@ class ServePoint(BaseModel):
     """Tokens per synthetic prompt."""
     output_len: int = Field(32, ge=1)
     """max_tokens per request."""
-    request_rate: Union[float, str] = "inf"
+    request_rate: float | str = "inf"
     """Requests per second (Poisson), or "inf" (all at once)."""
     max_concurrency: Optional[int] = Field(None, ge=1)
     """At most this many requests in flight; None: no limit."""

@@ -1,10 +1,10 @@
 """How a suite's plan and outcome look on the terminal (tables on stdout)."""
 from __future__ import annotations
 
+import llmdissect.metric_names as mn
 from llmdissect.console import console, human_bytes, human_rate, table
 from llmdissect.results.schema import RunRecord
 from llmdissect.suites.runner import Plan, action
-import llmdissect.metric_names as mn
 
 
 def predicted(p) -> str:

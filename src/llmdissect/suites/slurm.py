@@ -20,9 +20,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 from llmdissect.suites.points import DEFAULT_TIMEOUT_S, Planned
-import llmdissect.metric_names as mn
 
 RDZV_PORT_BASE = 20000
 

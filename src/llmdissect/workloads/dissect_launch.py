@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 import llmdissect.metric_names as mn
-from llmdissect.errors import UserError
 from llmdissect.child_result import ChildResult
+from llmdissect.errors import UserError
 from llmdissect.results.schema import RunRecord
 
 TRAIN_TARGET = "llmdissect.workloads.dissect_train_child:run"

@@ -13,10 +13,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from llmdissect.workloads.infer_config import InferPoint
-from llmdissect.workloads.infer_metrics import (CallTiming, ceilings, decode_kv_positions_read, hardware_allows,
-                                                 prefill_flops, summarise)
 import llmdissect.metric_names as mn
+from llmdissect.workloads.infer_config import InferPoint
+from llmdissect.workloads.infer_metrics import (
+    CallTiming,
+    ceilings,
+    decode_kv_positions_read,
+    hardware_allows,
+    prefill_flops,
+    summarise,
+)
 
 
 class TokenClock:
@@ -49,7 +55,6 @@ def load_model(point: InferPoint, spec: Any) -> tuple[Any, str]:
 
     folder = Path(point.model)
     if folder.is_dir() and any(folder.glob("*.safetensors")):
-        import torch
         from transformers import AutoModelForCausalLM
 
         from llmdissect.dtypes import torch_dtype
@@ -91,8 +96,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     from llmdissect.calibration_profile import load_profile
     from llmdissect.config import parse_config
     from llmdissect.dtypes import dtype_bytes
-    from llmdissect.measure import LoopPolicy, Timer, measure_loop
-    from llmdissect.measure import memory
+    from llmdissect.measure import LoopPolicy, Timer, measure_loop, memory
     from llmdissect.measure.env import capture_device_env
     from llmdissect.specs import get_model
     from llmdissect.techniques.quantization import apply_quantization, weight_bytes, weight_bytes_read_per_step

@@ -7,10 +7,11 @@ their reason, run the others each in a fresh child process (`launch.run_child`) 
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
-from llmdissect.errors import UserError
 import llmdissect.metric_names as mn
+from llmdissect.errors import UserError
 from llmdissect.workloads.infer_config import CACHES, InferPoint
 
 TARGET = "llmdissect.workloads.infer_child:run"

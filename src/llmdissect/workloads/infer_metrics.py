@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.measure.stats import Stats
 from llmdissect.specs.models import ModelSpec
-import llmdissect.metric_names as mn
 
 CONSISTENCY_TOLERANCE = 0.10
 
@@ -114,7 +114,8 @@ def _norm(s: str) -> str:
     return "".join(ch for ch in s.lower().replace("nvidia", "").replace("geforce", "") if ch.isalnum())
 
 
-def ceilings(device: str, device_name: str, dtype: str, profile: dict[str, Any]) -> tuple[float | None, float | None, str]:
+def ceilings(device: str, device_name: str, dtype: str,
+             profile: dict[str, Any]) -> tuple[float | None, float | None, str]:
     """(memory bandwidth, peak FLOP/s of `dtype`, where they come from) for the device that
     ran: this CPU's measured peaks (calibration profile); a GPU's measured entry in the
     profile, else the catalogued device matched by name; else (None, None, "not measured")."""

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.measure.stats import Stats
 from llmdissect.workloads.train_config import TrainConfig
-import llmdissect.metric_names as mn
 
 
 def _local(t: Any) -> Any:

@@ -9,9 +9,10 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from llmdissect.workloads.serve import arrivals, client, metrics, prompts
 from llmdissect.workloads.serve.serve_config import ENDPOINTS, ServeConfig
@@ -141,7 +142,8 @@ async def run_async(cfg: ServeConfig, api_key: str | None = None,
         "send_offsets_s": [r.send_offset_s for r in results],
         "scheduled_offsets_s": list(offsets[:len(results)]),
     })
-    extra = {"model": model, "warm_connections": warm, "sent_fields": sorted(extras), "fixed_output_len": "ignore_eos" in extras,
+    extra = {"model": model, "warm_connections": warm, "sent_fields": sorted(extras),
+             "fixed_output_len": "ignore_eos" in extras,
              "output_tokens_counted_by": m["output_tokens_source"], "tokenizer": tok.path if tok else None,
              "input_len_exact": (not cfg.dataset and all(p.input_len == cfg.input_len for p in items))}
     return RunOutcome(results, m, extra, server, start)

@@ -6,12 +6,13 @@ chunks, a chunk of k tokens giving k samples of gap / k, so a request's mean ITL
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 from llmdissect.measure.stats import Stats
-import llmdissect.metric_names as mn
 
 SLO_KEYS = {"ttft": mn.TTFT_S, "tpot": mn.TPOT_S, "e2e": mn.E2E_LATENCY_S, "itl": mn.ITL_S}
 

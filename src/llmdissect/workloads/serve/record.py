@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable
+from collections.abc import Callable
 
+import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 from llmdissect.measure.env import capture_env
 from llmdissect.results.schema import RunRecord
 from llmdissect.workloads.serve.loadgen import run_async
 from llmdissect.workloads.serve.serve_config import ServeConfig
-import llmdissect.metric_names as mn
 
 
 def serve_record(cfg: ServeConfig, api_key: str | None = None,
@@ -50,7 +50,7 @@ class ProgressBar:
         self._task = self._p.add_task(title, total=total)
         self._last = 0.0
 
-    def __enter__(self) -> "ProgressBar":
+    def __enter__(self) -> ProgressBar:
         self._p.start()
         return self
 

@@ -32,6 +32,7 @@ run: $(STAMP) $(DS_STAMP)
 	$(BIN)/llmdissect run quick
 
 test: $(STAMP) $(DS_STAMP)
+	$(BIN)/ruff check src tests benchmarks scripts
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:

@@ -10,8 +10,8 @@ Wall time depends on what else runs on the cores (the load average is printed); 
 from __future__ import annotations
 
 import argparse
-import os
 import json
+import os
 import resource
 import statistics
 import subprocess

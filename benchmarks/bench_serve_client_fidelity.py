@@ -155,7 +155,8 @@ def main() -> None:
                     print(f"{streams:>5} {mode:<9} | {statistics.median(ts):>11.3f} {_q(ts, .99):>12.3f} | "
                           f"{statistics.median(tt):>9.3f} {_q(tt, .99):>10.3f} | {statistics.median(isch):>10.3f} "
                           f"{_q(isch, .99):>12.3f} | {statistics.median(isent):>8.3f} {_q(isent, .99):>10.3f} | "
-                          f"{statistics.median(late):>6.2f} {_q(late, .99):>8.2f}" + (f"  ({bad} failed)" if bad else ""))
+                          f"{statistics.median(late):>6.2f} {_q(late, .99):>8.2f}"
+                          + (f"  ({bad} failed)" if bad else ""))
             out = _run(url, dataset, 1, args.tokens, concurrency=1, n=args.cpu_requests)
             m = out.metrics
             print(f"client CPU at concurrency 1: {m['client_cpu_s_per_request'] * 1e3:.2f} ms per request "

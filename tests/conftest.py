@@ -23,7 +23,7 @@ def assert_user_error(proc: subprocess.CompletedProcess, *fragments: str) -> Non
     """Exit 2, one clear line on stderr, no traceback."""
     assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr, proc.stderr
-    lines = [l for l in proc.stderr.strip().splitlines() if l.strip()]
+    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
     assert len(lines) == 1, proc.stderr
     for fragment in fragments:
         assert fragment.lower() in lines[0].lower(), (fragment, lines[0])

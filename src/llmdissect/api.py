@@ -7,6 +7,7 @@ runs are in `llmdissect.bench`, stored records in `llmdissect.results.load`. No 
 from __future__ import annotations
 
 import os
+
 from llmdissect.results.schema import RunRecord
 
 

@@ -18,15 +18,15 @@ import math
 import os
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any, Union
+from typing import Any
 
 from llmdissect.results.schema import RunRecord
 
-DbArg = Union[str, os.PathLike, None]
+DbArg = str | os.PathLike | None
 """A results store path; None: $LLMDISSECT_DB or .llmdissect/results.db."""
-Grid = Union[int, str, Sequence[int]]
+Grid = int | str | Sequence[int]
 """One value, a comma-separated string ("1,2,4") or a list: every combination is one point."""
-Names = Union[str, Sequence[str]]
+Names = str | Sequence[str]
 
 
 def _check_threads(threads: int | None) -> None:
@@ -177,7 +177,7 @@ def infer(*, model: str = "tiny-llama", batch: Grid = 1, input_len: Grid = 128, 
                          warmup=warmup, repeats=repeats, seed=seed, device=device)
     _check_threads(threads)
     db_path = _db_path(store, db)
-    _dtype_warning(dtype, points[0]["device"], 1)
+    _dtype_warning(dtype, points[0].device, 1)
     records = []
     for point in points:
         record, user_error = run_point(point, timeout_s, threads)
@@ -250,8 +250,10 @@ def serve(*, base_url: str, model: str | None = None, endpoint: str = "completio
     import json
     from pathlib import Path
 
-    from llmdissect.workloads.serve.loadgen import API_KEY_ENV, ServeConfig
+    from llmdissect.config import parse_config
+    from llmdissect.workloads.serve.loadgen import API_KEY_ENV
     from llmdissect.workloads.serve.record import serve_record
+    from llmdissect.workloads.serve.serve_config import ServeConfig
 
     _check_serve(base_url, endpoint, server_kind, {"num_prompts": num_prompts, "input_len": input_len,
                                                   "output_len": output_len, "max_concurrency": max_concurrency})
@@ -261,11 +263,13 @@ def serve(*, base_url: str, model: str | None = None, endpoint: str = "completio
     key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
     records = []
     for rate in rates:
-        cfg = ServeConfig(base_url=base_url, model=model, endpoint=endpoint, stream=stream, num_prompts=num_prompts,
-                          input_len=input_len, output_len=output_len, dataset=str(dataset) if dataset else None,
-                          tokenizer=str(tokenizer) if tokenizer else None, request_rate=rate, burstiness=burstiness,
-                          max_concurrency=max_concurrency, arrivals=str(arrivals) if arrivals else None, seed=seed,
-                          server_kind=server_kind, slo=slos, timeout_s=timeout_s)
+        cfg = parse_config(ServeConfig, base_url=base_url, model=model, endpoint=endpoint, stream=stream,
+                           num_prompts=num_prompts, input_len=input_len, output_len=output_len,
+                           dataset=str(dataset) if dataset else None, tokenizer=str(tokenizer) if tokenizer else None,
+                           request_rate=rate,
+                           burstiness=burstiness, max_concurrency=max_concurrency,
+                           arrivals=str(arrivals) if arrivals else None, seed=seed, server_kind=server_kind, slo=slos,
+                           timeout_s=timeout_s)
         record, bad_input = serve_record(cfg, api_key=key)
         if save_arrivals and record.metrics.get("send_offsets_s"):
             Path(save_arrivals).write_text(json.dumps({"send_offsets_s": record.metrics["send_offsets_s"]}))

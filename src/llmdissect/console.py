@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -24,7 +25,8 @@ def note(message: str) -> None:
     err_console.print(message)
 
 
-def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]], justify_numbers: bool = True) -> Table:
+def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]],
+          justify_numbers: bool = True) -> Table:
     t = Table(title=title, title_justify="left", show_lines=False)
     for c in columns:
         t.add_column(c, justify="right" if justify_numbers and c not in columns[:1] else "left")

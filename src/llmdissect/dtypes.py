@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from llmdissect.errors import UserError
 
-DTYPE_BYTES: dict[str, float] = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "nf4": 0.5, "int4": 0.5}
+DTYPE_BYTES: dict[str, float] = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1,
+                                 "nf4": 0.5, "int4": 0.5}
 COMPUTE_DTYPES = ("fp32", "bf16", "fp16")
 
 

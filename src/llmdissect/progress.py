@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 
 def report(config: dict[str, Any], done: int, total: int, current: str) -> None:

@@ -3,7 +3,6 @@ import json
 from pathlib import Path
 
 from conftest import assert_user_error, run_cli
-
 from llmdissect.results import RunRecord, open_store
 
 

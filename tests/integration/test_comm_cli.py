@@ -6,8 +6,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import assert_user_error, run_cli
 
+from conftest import assert_user_error, run_cli
 from llmdissect.calibration_profile import load_profile
 from llmdissect.results import open_store
 
@@ -106,7 +106,7 @@ def test_a_rank_that_dies_fails_the_whole_run_fast(db_path: Path):
                    "--timeout-s", "120", "--db", str(db_path))
     assert proc.returncode == 1
     assert time.monotonic() - t0 < 60  # torchrun stops the others; nobody waits for the timeout
-    line = [l for l in proc.stderr.splitlines() if l.startswith("error:")][0]
+    line = [err for err in proc.stderr.splitlines() if err.startswith("error:")][0]
     assert "rank 2" in line and "exit code 17" in line, line
     with open_store(db_path) as store:
         (record,) = store.query(kind="comm")

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
 
+from conftest import run_cli
 from llmdissect.calibration_profile import load_profile
 from llmdissect.results import open_store
 

@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import assert_user_error, run_cli
 from test_report_render import train
 
+from conftest import assert_user_error, run_cli
 from llmdissect.analysis.compare import bootstrap_ci, difference, pair_records
 from llmdissect.results import open_store
 

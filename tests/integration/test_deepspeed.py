@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from conftest import assert_user_error, run_cli
 
 TINY = ["--model", "debug-llama", "--seq", "64", "--steps", "3", "--warmup", "1"]

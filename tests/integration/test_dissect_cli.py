@@ -3,6 +3,7 @@ JSON, the profiled step is compared with untraced ones, and bad input exits 2.""
 import json
 
 import pytest
+
 from conftest import assert_user_error, run_cli
 
 CATEGORIES = {"embedding", "attention projections", "attention core", "MLP", "norms", "output head", "loss",

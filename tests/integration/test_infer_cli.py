@@ -3,8 +3,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import assert_user_error, run_cli
 
+from conftest import assert_user_error, run_cli
 from llmdissect.results import open_store
 
 SMALL = ("--model", "debug-llama", "--input-len", "8", "--output-len", "3", "--warmup", "1", "--repeats", "1")

@@ -51,14 +51,16 @@ def test_each_cache_gives_the_metrics_and_the_kv_bytes_of_the_formula(cache):
     # ttft + (out-1) x step vs e2e: whether it lands within 10 % depends on the machine's
     # noise (flagged in the record); its arithmetic and the bound every call obeys do not
     c = m["consistency"]
-    assert c["predicted_e2e_s"] == pytest.approx(m["ttft_s"]["median"] + (OUTPUT_LEN - 1) * m["decode_step_s"]["median"])
+    assert c["predicted_e2e_s"] == pytest.approx(m["ttft_s"]["median"]
+                                                 + (OUTPUT_LEN - 1) * m["decode_step_s"]["median"])
     assert c["ok"] == (c["relative_error"] <= 0.10)
     assert m["e2e_latency_s"]["min"] >= m["ttft_s"]["min"] + (OUTPUT_LEN - 1) * m["decode_step_s"]["min"]
     assert m["first_call_s"] > 0 and m["first_call_ttft_s"] > 0
     assert m["peak_memory_bytes"] > m["weights_bytes"] + m["kv_cache_bytes"] / 2
     assert m["peak_rss_bytes"] > m["peak_memory_bytes"]  # kept apart: the process holds far more than tensors
     hw = m["hardware_allows"]
-    assert hw["decode_bandwidth_bytes_per_s"] == pytest.approx(hw["decode_bytes_per_step"] / m["decode_step_s"]["median"])
+    assert hw["decode_bandwidth_bytes_per_s"] == pytest.approx(hw["decode_bytes_per_step"]
+                                                               / m["decode_step_s"]["median"])
     assert hw["prefill_flops_per_s"] > 0
 
 

@@ -3,8 +3,8 @@ shapes with the closed-form counts, every fraction of roofline in (0, 1], the pr
 import json
 
 import pytest
-from conftest import assert_user_error, run_cli
 
+from conftest import assert_user_error, run_cli
 from llmdissect.perfmodel import op_costs as opc
 from llmdissect.specs.models import get_model
 

@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
 from test_report_render import PLOTS, SECTIONS, XSS, synthetic_records
 
+from conftest import run_cli
 from llmdissect.results import open_store
 
 pytestmark = pytest.mark.slow
@@ -29,8 +29,8 @@ pytestmark = pytest.mark.slow
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
          "--remote-debugging-port=0", "--window-size=1280,900"]
-SCREENSHOT = Path(os.environ.get("LLMDISSECT_REPORT_SCREENSHOT", "")) if os.environ.get("LLMDISSECT_REPORT_SCREENSHOT") \
-    else None
+SCREENSHOT = (Path(os.environ.get("LLMDISSECT_REPORT_SCREENSHOT", ""))
+              if os.environ.get("LLMDISSECT_REPORT_SCREENSHOT") else None)
 
 
 def chromium() -> str:
@@ -73,7 +73,8 @@ async def _drive(ws_url: str, page_url: str, shot: Path) -> dict:
             sections: [...document.querySelectorAll('section[data-section]')].map(s => s.dataset.section),
             plots: [...document.querySelectorAll('figure[data-plot] svg')].map(s => s.closest('figure').dataset.plot),
             scripts: document.querySelectorAll('script').length,
-            handlers: [...document.querySelectorAll('*')].filter(e => [...e.attributes].some(a => a.name.startsWith('on'))).length,
+            handlers: [...document.querySelectorAll('*')]
+                .filter(e => [...e.attributes].some(a => a.name.startsWith('on'))).length,
             text: document.body.innerText,
             height: document.documentElement.scrollHeight,
             alerted: window.__alerted === true})""")

@@ -12,8 +12,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from conftest import assert_user_error, run_cli
 
+from conftest import assert_user_error, run_cli
 from llmdissect.measure.stats import Stats
 from llmdissect.results import open_store
 from llmdissect.results.schema import RunRecord
@@ -55,7 +55,8 @@ def synthetic_records() -> list[RunRecord]:
                          "weights_bytes": 6e7}))
     for rate, tput, ttft in ((2.0, 1.9, 0.2), (8.0, 4.0, 0.6), ("inf", 4.2, 1.5)):
         recs.append(RunRecord(kind="serve", env=ENV, config={"model": "tiny-llama", "request_rate": rate},
-                              metrics={"completed": 12, "request_throughput_per_s": tput, "output_tokens_per_s": 24 * tput,
+                              metrics={"completed": 12, "request_throughput_per_s": tput,
+                                       "output_tokens_per_s": 24 * tput,
                                        "ttft_s": stats(ttft, spread=0.5), "tpot_s": stats(0.05),
                                        "e2e_latency_s": stats(ttft + 1.2, spread=0.3), "goodput_per_s": tput / 2}))
     sizes = [2**k for k in range(10, 21, 2)]
@@ -65,19 +66,24 @@ def synthetic_records() -> list[RunRecord]:
                                                                             ("all_gather", 3e9, 0.5)) for s in sizes]
     recs.append(RunRecord(kind="comm", env=ENV, config={"backend": "gloo", "nproc": 2, "ops": "all_reduce,all_gather"},
                           metrics={"rows": rows, "avg_busbw_bytes_per_s": 1e9,
-                                   "fits": {"all_reduce": {"alpha_s": 1e-4, "beta_s_per_byte": 5e-10, "fit_error": 0.05}}}))
+                                   "fits": {"all_reduce": {"alpha_s": 1e-4, "beta_s_per_byte": 5e-10,
+                                                           "fit_error": 0.05}}}))
     recs.append(RunRecord(kind="ops", env=ENV, config={"what": "peak", "hardware": "cpu"}, metrics={"devices": {
         "cpu": {"peak_flops_per_s": {"fp32": 6e10}, "memory_bandwidth_bytes_per_s": 1.6e10}}}))
     ops_rows = [{"op": op, "pass": "fwd", "shape": "[256, 512]", "dtype": "fp32", "class": cls, "time_s": stats(t),
                  "flops": fl, "bytes": by, "intensity": fl / by, "flops_per_s": fl / t, "bytes_per_s": by / t,
                  "peak_fraction": min(1.0, max(fl / t / 6e10, by / t / 1.6e10))}
-                for op, cls, fl, by, t in (("qkv_proj", "gemm", 4e8, 4e6, 0.01), ("rmsnorm", "memory", 1e6, 1e6, 2e-4),
-                                           ("silu_mul", "memory", 5e5, 3e6, 3e-4), ("attention", "attention", 1e8, 2e6, 5e-3))]
+                for op, cls, fl, by, t in (("qkv_proj", "gemm", 4e8, 4e6, 0.01),
+                                           ("rmsnorm", "memory", 1e6, 1e6, 2e-4),
+                                           ("silu_mul", "memory", 5e5, 3e6, 3e-4),
+                                           ("attention", "attention", 1e8, 2e6, 5e-3))]
     recs.append(RunRecord(kind="ops", env=ENV, config={"model": "tiny-llama", "what": "ops", "tokens": 256},
                           metrics={"rows": ops_rows, "ceilings": {"peak_flops_per_s": {"fp32": 6e10},
                                                                   "memory_bandwidth_bytes_per_s": 1.6e10}}))
-    recs.append(RunRecord(kind="ops", env=ENV, config={"model": "tiny-llama", "what": "dissect", "workload": "pretrain"},
-                          metrics={"phases_s": {"forward": 0.3, "backward": 0.6, "optimizer": 0.1, "communication": 0.0},
+    recs.append(RunRecord(kind="ops", env=ENV,
+                          config={"model": "tiny-llama", "what": "dissect", "workload": "pretrain"},
+                          metrics={"phases_s": {"forward": 0.3, "backward": 0.6, "optimizer": 0.1,
+                                                "communication": 0.0},
                                    "modules_s": {"attention core": 0.3, "MLP": 0.5, "norms": 0.05, "output head": 0.15},
                                    "top_ops": [{"op": "aten::mm", "self_s": 0.4, "calls": 129, "share": 0.4}],
                                    "profiling_overhead": 0.2}))

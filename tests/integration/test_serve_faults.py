@@ -5,8 +5,8 @@ import time
 import pytest
 from serve_helpers import start_debug_server
 
-from llmdissect.workloads.serve.record import serve_record
 from llmdissect.workloads.serve.loadgen import ServeConfig
+from llmdissect.workloads.serve.record import serve_record
 
 pytestmark = pytest.mark.slow
 

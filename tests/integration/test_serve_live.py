@@ -8,14 +8,14 @@ import statistics
 import threading
 
 import pytest
-from conftest import assert_user_error, run_cli
 from serve_helpers import start_debug_server
 
+from conftest import assert_user_error, run_cli
 from llmdissect.results import open_store
+from llmdissect.workloads.serve.loadgen import ServeConfig, run_async
 from llmdissect.workloads.serve.local_server import free_port
 from llmdissect.workloads.serve.metrics import request_itls
 from llmdissect.workloads.serve.record import serve_record
-from llmdissect.workloads.serve.loadgen import ServeConfig, run_async
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from tests.conftest import assert_user_error, run_cli
 
 BASE = "    model: debug-llama\n    steps: 1\n    warmup: 0\n"

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from tests.conftest import run_cli
 
 SUITE = """\
@@ -68,7 +67,8 @@ def test_slurm_scripts_generated_submitted_and_run(tmp_path, db_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     # sbatch stand-in: remembers what it was given, answers like `sbatch --parsable`
-    shim(bin_dir, "sbatch", f'echo "$@" >> {tmp_path}/sbatch.log\necho "$((1000 + $(wc -l < {tmp_path}/sbatch.log)));c1"\n')
+    shim(bin_dir, "sbatch", f'echo "$@" >> {tmp_path}/sbatch.log\n'
+                            f'echo "$((1000 + $(wc -l < {tmp_path}/sbatch.log)));c1"\n')
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
     proc = run_cli("run", str(suite), "--db", str(db_path), "--executor", "slurm", "--slurm-dir", str(out),
                    "--slurm-opt=--partition=debug", "--json", env=env, check=True)

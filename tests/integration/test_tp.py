@@ -3,6 +3,7 @@ against a single process on the same global batch; and the shapes TP cannot spli
 import json
 
 import pytest
+
 from conftest import assert_user_error, run_cli
 
 TINY = ["--model", "debug-llama", "--seq", "64", "--steps", "3", "--warmup", "1"]

@@ -2,8 +2,7 @@
 import pytest
 
 from llmdissect.errors import UserError
-from llmdissect.micro.collectives import (OPS, algbw_bytes_per_s, busbw_bytes_per_s, parse_ops, parse_size,
-                                          size_sweep)
+from llmdissect.micro.collectives import OPS, algbw_bytes_per_s, busbw_bytes_per_s, parse_ops, parse_size, size_sweep
 
 
 @pytest.mark.parametrize("n, expected", [

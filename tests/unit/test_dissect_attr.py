@@ -9,8 +9,8 @@ def _profiled_step(**options):
 
     from llmdissect.engines.distributed import init_distributed
     from llmdissect.measure.timer import Timer
-    from llmdissect.workloads.dissect_train_child import PhaseTimer, add_module_ranges
     from llmdissect.workloads.dissect_attr import attribute
+    from llmdissect.workloads.dissect_train_child import PhaseTimer, add_module_ranges
     from llmdissect.workloads.train_child import Stepper, _batches, _build
     from llmdissect.workloads.train_launch import prepare
 

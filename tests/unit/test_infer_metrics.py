@@ -4,8 +4,15 @@ import pytest
 from llmdissect.errors import UserError
 from llmdissect.specs import get_model
 from llmdissect.workloads.infer_launch import expand_grid, parse_list, skip_reason
-from llmdissect.workloads.infer_metrics import (CallTiming, ceilings, decode_kv_positions_read, hardware_allows,
-                                                 kv_cache_bytes_formula, prefill_flops, summarise)
+from llmdissect.workloads.infer_metrics import (
+    CallTiming,
+    ceilings,
+    decode_kv_positions_read,
+    hardware_allows,
+    kv_cache_bytes_formula,
+    prefill_flops,
+    summarise,
+)
 
 
 def test_summarise_follows_the_definitions():
@@ -88,8 +95,8 @@ def test_grid_expands_every_combination_with_the_shared_keys():
     points = _grid()
     assert len(points) == 8
     keys = {"model", "hardware", "batch", "input_len", "output_len", "dtype", "attn", "cache", "quant", "compile"}
-    assert all(keys <= set(p) and p["hardware"] == "cpu" for p in points)
-    assert {(p["batch"], p["input_len"], p["cache"]) for p in points} == {
+    assert all(keys <= set(p.to_config()) and p.hardware == "cpu" for p in points)
+    assert {(p.batch, p.input_len, p.cache) for p in points} == {
         (b, i, c) for b in (1, 2) for i in (8, 16) for c in ("dynamic", "static")}
 
 
@@ -107,11 +114,15 @@ def test_grid_rejects_bad_input(kw, fragment):
 def test_skip_reasons_on_cpu():
     [p] = _grid(batch=[1], input_len=[8], cache=["dynamic"])
     assert skip_reason(p) is None
-    assert "CUDA" in skip_reason({**p, "attn": "flash"})
-    assert "CUDA" in skip_reason({**p, "quant": "int4-weight"})
-    assert skip_reason({**p, "quant": "nf4", "dtype": "fp16"}) is None  # bitsandbytes >= 0.45 runs it on CPU
-    assert "CUDA" in skip_reason({**p, "quant": "int4-weight", "dtype": "bf16"})
-    assert skip_reason({**p, "quant": "nf4"}) is None and skip_reason({**p, "quant": "int8-dynamic"}) is None
+
+    def but(**kw):
+        return p.model_copy(update=kw)
+
+    assert "CUDA" in skip_reason(but(attn="flash"))
+    assert "CUDA" in skip_reason(but(quant="int4-weight"))
+    assert skip_reason(but(quant="nf4", dtype="fp16")) is None  # bitsandbytes >= 0.45 runs it on CPU
+    assert "CUDA" in skip_reason(but(quant="int4-weight", dtype="bf16"))
+    assert skip_reason(but(quant="nf4")) is None and skip_reason(but(quant="int8-dynamic")) is None
 
 
 def test_quick_suite_lists_the_infer_step():
@@ -120,5 +131,5 @@ def test_quick_suite_lists_the_infer_step():
 
     assert "infer" in [s.name for s in quick_steps()]
     points = quick_points()
-    assert {p["quant"] for p in points} == {"none", "int8-weight"} and {p["input_len"] for p in points} == {32, 128}
-    assert len({p["batch"] for p in points}) >= 2 and all(p["model"] == "tiny-llama" for p in points)
+    assert {p.quant for p in points} == {"none", "int8-weight"} and {p.input_len for p in points} == {32, 128}
+    assert len({p.batch for p in points}) >= 2 and all(p.model == "tiny-llama" for p in points)

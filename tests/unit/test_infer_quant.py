@@ -2,8 +2,13 @@
 import pytest
 
 from llmdissect.errors import UserError
-from llmdissect.techniques.quantization import (QUANT_METHODS, apply_quantization, unsupported_reason, weight_bytes,
-                                                weight_bytes_read_per_step)
+from llmdissect.techniques.quantization import (
+    QUANT_METHODS,
+    apply_quantization,
+    unsupported_reason,
+    weight_bytes,
+    weight_bytes_read_per_step,
+)
 
 CPU_METHODS = [q for q in QUANT_METHODS if q not in ("none", "int4-weight")]
 

@@ -3,11 +3,11 @@ CPU peak, and module categories (no child processes)."""
 import pytest
 
 from llmdissect.measure.stats import Stats
-from llmdissect.micro.ops_child import bandwidth_ceiling, efficiencies, place_rows, raw_row
-from llmdissect.perfmodel import op_costs as opc
 from llmdissect.micro.ops_cases import OpCase
+from llmdissect.micro.ops_child import bandwidth_ceiling, efficiencies, place_rows, raw_row
 from llmdissect.micro.ops_launch import profile_update
 from llmdissect.micro.peak import theoretical_cpu_peak
+from llmdissect.perfmodel import op_costs as opc
 from llmdissect.workloads.dissect_attr import module_category
 
 

@@ -38,4 +38,5 @@ def test_validation_and_cells() -> None:
                                  ("c", "tokens_per_s", 100.0, 90.0)])
     assert lines[0] == "step_time_s: the estimate is off by -15% (a)."
     assert "off by 30% on average over 2 pair(s); the largest error is +50% (b)" in lines[1]
-    assert [cell(v) for v in (None, True, 13324.4, 0.5, 2.5e-5, 1e9)] == ["-", "yes", "13324", "0.5", "2.5e-05", "1e+09"]
+    assert ([cell(v) for v in (None, True, 13324.4, 0.5, 2.5e-5, 1e9)]
+            == ["-", "yes", "13324", "0.5", "2.5e-05", "1e+09"])

@@ -4,8 +4,15 @@ import statistics
 import pytest
 
 from llmdissect.errors import UserError
-from llmdissect.workloads.serve.metrics import (RequestResult, chunk_token_counts, itl_samples, meets_slo,
-                                                parse_slo, request_itls, summarize)
+from llmdissect.workloads.serve.metrics import (
+    RequestResult,
+    chunk_token_counts,
+    itl_samples,
+    meets_slo,
+    parse_slo,
+    request_itls,
+    summarize,
+)
 
 
 def _req(i, times, tokens, ok=True, texts=None):

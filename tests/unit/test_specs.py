@@ -117,5 +117,6 @@ def test_local_cpu_peaks_come_from_calibration_only():
 
     cpu = local_cpu(calibration={})
     assert cpu.kind == "cpu" and cpu.memory_bytes > 0 and not cpu.measured and cpu.peak("fp32") is None
-    measured = local_cpu(calibration={"cpu": {"peak_flops_per_s": {"fp32": 1e11}, "memory_bandwidth_bytes_per_s": 2e10}})
+    measured = local_cpu(calibration={"cpu": {"peak_flops_per_s": {"fp32": 1e11},
+                                              "memory_bandwidth_bytes_per_s": 2e10}})
     assert measured.measured and measured.peak("fp32") == 1e11

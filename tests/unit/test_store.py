@@ -15,7 +15,8 @@ from llmdissect.results.store import SCHEMA_VERSION, check_writable
 
 def make_record(i: int = 0, **kw) -> RunRecord:
     return RunRecord(kind="pretrain", config={"model": "debug-llama", "micro_batch": i},
-                     metrics={"step_time_s": Stats.of([0.1 + i, 0.2 + i, 0.3 + i]).to_dict(), "tokens_per_s": 100.0 + i},
+                     metrics={"step_time_s": Stats.of([0.1 + i, 0.2 + i, 0.3 + i]).to_dict(),
+                              "tokens_per_s": 100.0 + i},
                      **kw).finish()
 
 

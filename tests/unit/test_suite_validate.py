@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
+from llmdissect.analysis.predict import estimate_measured, estimate_options, local_hardware
 from llmdissect.analysis.validate import validate_records
 from llmdissect.results.schema import RunRecord
-from llmdissect.analysis.predict import estimate_measured, estimate_options, local_hardware
 
 TRAIN = {"model": "debug-llama", "hardware": "cpu", "engine": "single", "nproc": 1, "nnodes": 1, "zero": 0,
          "offload": "none", "recompute": "none", "attn": "sdpa", "dtype": "fp32", "optimizer": "adamw",

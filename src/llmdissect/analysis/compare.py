@@ -8,21 +8,23 @@ answer is honestly "too noisy to tell"; rerun with more steps or repeats.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.results.schema import RunRecord
 
 ALPHA = 0.05
 CONFIDENCE = 0.95
 # Headline metric of each kind: (metric, True when larger is better).
 HEADLINES: dict[str, list[tuple[str, bool]]] = {
-    "pretrain": [("step_time_s", False), ("tokens_per_s", True), ("peak_memory_bytes", False)],
-    "finetune": [("step_time_s", False), ("tokens_per_s", True), ("peak_memory_bytes", False)],
-    "infer": [("ttft_s", False), ("tpot_s", False), ("decode_tokens_per_s", True)],
-    "serve": [("ttft_s", False), ("tpot_s", False), ("request_throughput_per_s", True)],
-    "comm": [("avg_busbw_bytes_per_s", True)],
-    "estimate": [("tokens_per_s", True)],
+    mn.PRETRAIN: [(mn.STEP_TIME_S, False), (mn.TOKENS_PER_S, True), (mn.PEAK_MEMORY_BYTES, False)],
+    mn.FINETUNE: [(mn.STEP_TIME_S, False), (mn.TOKENS_PER_S, True), (mn.PEAK_MEMORY_BYTES, False)],
+    mn.INFER: [(mn.TTFT_S, False), (mn.TPOT_S, False), (mn.DECODE_TOKENS_PER_S, True)],
+    mn.SERVE: [(mn.TTFT_S, False), (mn.TPOT_S, False), (mn.REQUEST_THROUGHPUT_PER_S, True)],
+    mn.COMM: [(mn.AVG_BUSBW_BYTES_PER_S, True)],
+    mn.ESTIMATE: [(mn.TOKENS_PER_S, True)],
 }
 # Config keys that describe where or when a run happened, not what it was.
 NOT_CONFIG = {"hardware", "device", "data", "tokenizer", "ds_config", "base_url", "server", "seed", "steps",
@@ -43,8 +45,8 @@ def samples_of(metrics: dict[str, Any], key: str) -> list[float] | None:
     value = metrics.get(key)
     if isinstance(value, dict) and value.get("samples"):
         return [float(v) for v in value["samples"]]
-    if key == "tokens_per_s" and metrics.get("tokens_per_step"):
-        steps = samples_of(metrics, "step_time_s")
+    if key == mn.TOKENS_PER_S and metrics.get("tokens_per_step"):
+        steps = samples_of(metrics, mn.STEP_TIME_S)
         return [metrics["tokens_per_step"] / s for s in steps if s > 0] if steps else None
     return None
 
@@ -109,18 +111,18 @@ def config_key(record: RunRecord) -> tuple:
 def describe(record: RunRecord) -> str:
     """A short label of a configuration for tables and plots."""
     c = record.config
-    if record.kind in ("pretrain", "finetune"):
+    if record.kind in mn.TRAIN_KINDS:
         parts = [c.get("model"), c.get("engine"), f"zero{c['zero']}" if c.get("zero") else None,
                  f"x{c['nproc']}" if (c.get("nproc") or 1) > 1 else None,
                  c.get("method") if c.get("method") not in (None, "full") else None,
                  f"recompute={c['recompute']}" if c.get("recompute") not in (None, "none") else None,
                  f"mb={c.get('micro_batch')}"]
-    elif record.kind == "infer":
+    elif record.kind == mn.INFER:
         parts = [c.get("model"), f"b={c.get('batch')}", f"in={c.get('input_len')}", f"out={c.get('output_len')}",
                  c.get("quant") if c.get("quant") not in (None, "none") else None]
-    elif record.kind == "serve":
+    elif record.kind == mn.SERVE:
         parts = [c.get("model") or c.get("server"), f"rate={c.get('request_rate')}"]
-    elif record.kind == "comm":
+    elif record.kind == mn.COMM:
         parts = [c.get("backend"), f"x{c.get('nproc')}", c.get("ops") if isinstance(c.get("ops"), str) else None]
     else:
         parts = [c.get("model"), c.get("what"), c.get("hardware")]

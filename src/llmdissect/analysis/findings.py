@@ -6,8 +6,8 @@ difference is too noisy to tell instead of claiming it.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from llmdissect.analysis.compare import bootstrap_ci, overlap
 
@@ -53,7 +53,8 @@ def ablation(base: Measured, variants: Sequence[Measured], where: str, unit: str
         s = f"{v.label} {_moved(t, 'throughput')} ({base.value:.4g} -> {v.value:.4g} {unit})"
         if base.memory_bytes and v.memory_bytes:
             m = rel(base.memory_bytes, v.memory_bytes)
-            s += f" and {_moved(m, 'peak memory')} ({base.memory_bytes / 2**20:.0f} -> {v.memory_bytes / 2**20:.0f} MiB)"
+            s += (f" and {_moved(m, 'peak memory')} "
+                  f"({base.memory_bytes / 2**20:.0f} -> {v.memory_bytes / 2**20:.0f} MiB)")
         s += f" against {base.label}, on {where}."
         noise = too_noisy(base.samples, v.samples)
         if noise:

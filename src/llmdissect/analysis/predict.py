@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 
 TRAIN_KEYS = ("model", "engine", "nproc", "zero", "offload", "recompute", "attn", "dtype", "optimizer",
@@ -31,8 +32,8 @@ class Prediction:
     estimate: Any = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"fits": self.fits, "reason": self.reason, "tokens_per_s": self.tokens_per_s,
-                "memory_bytes": self.memory_bytes, "busbw_bytes_per_s": self.busbw_bytes_per_s}
+        return {mn.FITS: self.fits, "reason": self.reason, mn.TOKENS_PER_S: self.tokens_per_s,
+                "memory_bytes": self.memory_bytes, mn.BUSBW_BYTES_PER_S: self.busbw_bytes_per_s}
 
 
 def local_hardware(config: dict[str, Any]) -> str | None:
@@ -63,7 +64,7 @@ def estimate_options(kind: str, config: dict[str, Any]) -> tuple[str, dict[str, 
     hardware = local_hardware(config)
     if hardware is None:
         raise UserError(f"no hardware spec for {config.get('hardware')!r}")
-    if kind in ("pretrain", "finetune"):
+    if kind in mn.TRAIN_KINDS:
         method = config.get("method", "full")
         gpus = int(config.get("nproc", 1)) * int(config.get("nnodes", 1))
         opts = {"model": config["model"], "hardware": hardware, "gpus": gpus, "dtype": config.get("dtype"),
@@ -75,7 +76,7 @@ def estimate_options(kind: str, config: dict[str, Any]) -> tuple[str, dict[str, 
                 "lora_rank": config.get("lora_rank") if method != "full" else None,
                 "lora_targets": config.get("lora_targets") if method != "full" else None}
         return kind, opts
-    if kind == "infer":
+    if kind == mn.INFER:
         opts = {"model": config["model"], "hardware": hardware, "batch": config["batch"],
                 "input_len": config["input_len"], "output_len": config["output_len"], "dtype": config.get("dtype"),
                 "attn": config.get("attn", "sdpa"), "tp": 1, "quant": config.get("quant", "none")}
@@ -98,7 +99,7 @@ def predict_measured(kind: str, config: dict[str, Any]) -> Prediction:
     except (UserError, KeyError, TypeError) as e:
         return Prediction(reason=f"no estimate: {e}")
     m = est.metrics
-    total = m["memory"]["total_bytes"]
+    total = m[mn.MEMORY][mn.TOTAL_BYTES]
     fits, reason = est.fits, None if est.fits else est.verdict()
     nproc = int(config.get("nproc", 1)) * int(config.get("nnodes", 1))
     if config.get("hardware") == "cpu" and nproc > 1:
@@ -107,7 +108,7 @@ def predict_measured(kind: str, config: dict[str, Any]) -> Prediction:
         fits = total * nproc <= cap
         reason = None if fits else (f"does not fit: {nproc} processes x {total / 2**30:.2f} GiB needed, "
                                     f"{cap / 2**30:.2f} GiB of host memory")
-    return Prediction(fits=fits, reason=reason, tokens_per_s=m.get("tokens_per_s"), memory_bytes=total, estimate=est)
+    return Prediction(fits=fits, reason=reason, tokens_per_s=m.get(mn.TOKENS_PER_S), memory_bytes=total, estimate=est)
 
 
 def predict_comm(config: dict[str, Any]) -> Prediction:
@@ -128,7 +129,7 @@ def predict_comm(config: dict[str, Any]) -> Prediction:
 
 def join_key(kind: str, config: dict[str, Any]) -> tuple | None:
     """What a measured record and an estimate of the same configuration share."""
-    keys = TRAIN_KEYS if kind in ("pretrain", "finetune") else INFER_KEYS if kind == "infer" else None
+    keys = TRAIN_KEYS if kind in mn.TRAIN_KINDS else INFER_KEYS if kind == mn.INFER else None
     if keys is None:
         return None
     return (kind, config.get("hardware"), *(config.get(k) for k in keys))

@@ -15,12 +15,14 @@ profile holds them, for all_reduce, all_gather and reduce_scatter).
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
+import llmdissect.metric_names as mn
+from llmdissect.analysis.predict import estimate_measured, join_key
 from llmdissect.errors import UserError
 from llmdissect.results.schema import RunRecord
-from llmdissect.analysis.predict import estimate_measured, join_key
 
 
 def _median(m: dict, key: str) -> float | None:
@@ -36,15 +38,15 @@ def _est(path: tuple[str, ...]) -> Callable[[dict], float | None]:
     return get
 
 
-TRAIN_METRICS = {"step_time_s": (lambda m: _median(m, "step_time_s"), _est(("time", "step_s"))),
-                 "tokens_per_s": (lambda m: m.get("tokens_per_s"), _est(("tokens_per_s",))),
-                 "peak_memory_bytes": (lambda m: m.get("peak_memory_bytes"), _est(("memory", "total_bytes")))}
-INFER_METRICS = {"ttft_s": (lambda m: _median(m, "ttft_s"), _est(("time", "ttft_s"))),
-                 "tpot_s": (lambda m: _median(m, "tpot_s"), _est(("time", "tpot_s"))),
-                 "decode_tokens_per_s": (lambda m: _median(m, "decode_tokens_per_s"), _est(("decode_tokens_per_s",))),
-                 "peak_memory_bytes": (lambda m: m.get("peak_memory_bytes"), _est(("memory", "total_bytes")))}
-METRIC_ORDER = ("step_time_s", "tokens_per_s", "peak_memory_bytes", "ttft_s", "tpot_s", "decode_tokens_per_s",
-                "busbw_bytes_per_s")
+TRAIN_METRICS = {mn.STEP_TIME_S: (lambda m: _median(m, mn.STEP_TIME_S), _est((mn.TIME, mn.STEP_S))),
+                 mn.TOKENS_PER_S: (lambda m: m.get(mn.TOKENS_PER_S), _est((mn.TOKENS_PER_S,))),
+                 mn.PEAK_MEMORY_BYTES: (lambda m: m.get(mn.PEAK_MEMORY_BYTES), _est((mn.MEMORY, mn.TOTAL_BYTES)))}
+INFER_METRICS = {mn.TTFT_S: (lambda m: _median(m, mn.TTFT_S), _est((mn.TIME, mn.TTFT_S))),
+                 mn.TPOT_S: (lambda m: _median(m, mn.TPOT_S), _est((mn.TIME, mn.TPOT_S))),
+                 mn.DECODE_TOKENS_PER_S: (lambda m: _median(m, mn.DECODE_TOKENS_PER_S),
+                                          _est((mn.DECODE_TOKENS_PER_S,))),
+                 mn.PEAK_MEMORY_BYTES: (lambda m: m.get(mn.PEAK_MEMORY_BYTES), _est((mn.MEMORY, mn.TOTAL_BYTES)))}
+METRIC_ORDER = mn.VALIDATED
 
 
 @dataclass
@@ -95,12 +97,13 @@ class Validation:
 
 def label(r: RunRecord) -> str:
     c = r.config
-    if r.kind in ("pretrain", "finetune"):
+    if r.kind in mn.TRAIN_KINDS:
         return (f"{c.get('model')} {c.get('engine')} x{c.get('nproc')} zero{c.get('zero')} rc={c.get('recompute')} "
-                f"mb{c.get('micro_batch')}x{c.get('seq')}" + (f" {c.get('method')}" if c.get("method") != "full" else ""))
-    if r.kind == "infer":
+                f"mb{c.get('micro_batch')}x{c.get('seq')}"
+                + (f" {c.get('method')}" if c.get("method") != "full" else ""))
+    if r.kind == mn.INFER:
         return f"{c.get('model')} b{c.get('batch')} in{c.get('input_len')} out{c.get('output_len')} {c.get('quant')}"
-    if r.kind == "comm":
+    if r.kind == mn.COMM:
         return f"{c.get('backend')} x{c.get('world_size')} {','.join(c.get('ops') or [])}"
     return r.kind
 
@@ -116,10 +119,10 @@ def validate_records(records: list[RunRecord], estimates: list[RunRecord]) -> Va
     for r in records:
         if r.source != "measured" or r.status != "ok":
             continue
-        if r.kind == "comm":
+        if r.kind == mn.COMM:
             _comm_pairs(r, v)
             continue
-        metrics = TRAIN_METRICS if r.kind in ("pretrain", "finetune") else INFER_METRICS if r.kind == "infer" else None
+        metrics = TRAIN_METRICS if r.kind in mn.TRAIN_KINDS else INFER_METRICS if r.kind == mn.INFER else None
         if metrics is None:
             v.unpaired.append((r.id, r.kind, f"the estimator has no model of `{r.kind}` runs"))
             continue
@@ -150,17 +153,17 @@ def _comm_pairs(r: RunRecord, v: Validation) -> None:
 
     c = r.config
     if c.get("hardware") != "cpu":
-        v.unpaired.append((r.id, "comm", "collectives are predicted here for CPU (gloo) runs only"))
+        v.unpaired.append((r.id, mn.COMM, "collectives are predicted here for CPU (gloo) runs only"))
         return
     n = int(c["world_size"])
     net = machine_for(resolve_platform("cpu", n), c.get("dtype", "fp32"), load_profile()).network
     source = "calibration fit" if net.fits else "alpha-beta defaults"
     rows = [row for row in r.metrics.get("rows", []) if row["op"] in FACTORS]
     if not rows:
-        v.unpaired.append((r.id, "comm", "no all_reduce, all_gather or reduce_scatter rows"))
+        v.unpaired.append((r.id, mn.COMM, "no all_reduce, all_gather or reduce_scatter rows"))
     for row in rows:
-        t = collective_time_s(net, row["op"], row["size_bytes"], n)
-        if t > 0 and row["busbw_bytes_per_s"] > 0:
-            pred = row["size_bytes"] / t * row["busbw_factor"]
-            v.pairs.append(Pair(r.id, "comm", f"{row['op']} {row['placement']} {row['size_bytes']} B", "busbw_bytes_per_s",
-                                float(row["busbw_bytes_per_s"]), float(pred), source))
+        t = collective_time_s(net, row["op"], row[mn.SIZE_BYTES], n)
+        if t > 0 and row[mn.BUSBW_BYTES_PER_S] > 0:
+            pred = row[mn.SIZE_BYTES] / t * row["busbw_factor"]
+            v.pairs.append(Pair(r.id, mn.COMM, f"{row['op']} {row['placement']} {row[mn.SIZE_BYTES]} B",
+                                mn.BUSBW_BYTES_PER_S, float(row[mn.BUSBW_BYTES_PER_S]), float(pred), source))

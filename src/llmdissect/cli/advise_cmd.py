@@ -8,8 +8,9 @@ from typing import Optional
 
 import typer
 
-from llmdissect.console import console, human_bytes, human_rate, human_seconds, print_json, table
+import llmdissect.metric_names as mn
 from llmdissect.cli.options import JsonOpt
+from llmdissect.console import console, human_bytes, human_rate, human_seconds, print_json, table
 
 
 def _space(kind: str, model: str, hardware: str, gpus: Optional[int], dtype: Optional[str], seq: Optional[int],
@@ -21,7 +22,7 @@ def _space(kind: str, model: str, hardware: str, gpus: Optional[int], dtype: Opt
     from llmdissect.perfmodel.ceilings import machine_for
     from llmdissect.specs import get_model, resolve_platform
 
-    if kind not in ("pretrain", "finetune", "infer"):
+    if kind not in (mn.PRETRAIN, mn.FINETUNE, mn.INFER):
         raise UserError(f"unknown advise kind {kind!r}; choose one of pretrain, finetune, infer")
     m = get_model(model)
     plat = resolve_platform(hardware, gpus)
@@ -34,7 +35,7 @@ def _space(kind: str, model: str, hardware: str, gpus: Optional[int], dtype: Opt
     for name, v in (("seq", seq), ("input-len", input_len), ("output-len", output_len)):
         if v <= 0:
             raise UserError(f"--{name} must be a positive integer, got {v}")
-    if kind == "infer":
+    if kind == mn.INFER:
         if input_len + output_len > m.max_position_embeddings:
             raise UserError(f"--input-len + --output-len is longer than {m.name} allows ({m.max_position_embeddings})")
         space = infer_space(m, mach, input_len, output_len, dtype_bytes(dtype))
@@ -44,14 +45,14 @@ def _space(kind: str, model: str, hardware: str, gpus: Optional[int], dtype: Opt
         space = train_space(kind, m, mach, seq, dtype_bytes(dtype))
     config = {"model": m.name, "hardware": plat.name, "nproc": plat.num_devices, "dtype": dtype,
               "kind_estimated": kind}
-    config.update({"input_len": input_len, "output_len": output_len} if kind == "infer" else {"seq": seq})
+    config.update({"input_len": input_len, "output_len": output_len} if kind == mn.INFER else {"seq": seq})
     return space, config, plat
 
 
 def _why(row: dict, plat) -> str:
     gib = 2 ** 30
     if not row["fits_device"]:
-        return f"needs {row['total_bytes'] / gib:.1f} GiB > {plat.device.memory_bytes / gib:.0f} GiB per device"
+        return f"needs {row[mn.TOTAL_BYTES] / gib:.1f} GiB > {plat.device.memory_bytes / gib:.0f} GiB per device"
     return f"host memory: {row['host_bytes'] / gib:.0f} GiB > {(plat.host_memory_bytes or 0) / gib:.0f} GiB"
 
 
@@ -84,13 +85,13 @@ def advise(
     best = ranking(space, goal)
     elapsed = time.perf_counter() - t0
     r = space.results
-    fit_idx = np.flatnonzero(r["fits"])
-    front = fit_idx[pareto_front(r["tokens_per_s"][fit_idx], r["total_bytes"][fit_idx])]
-    dropped = np.flatnonzero(~r["fits"])
-    worth = dropped[np.argsort(-r["tokens_per_s"][dropped], kind="stable")][:3]
+    fit_idx = np.flatnonzero(r[mn.FITS])
+    front = fit_idx[pareto_front(r[mn.TOKENS_PER_S][fit_idx], r[mn.TOTAL_BYTES][fit_idx])]
+    dropped = np.flatnonzero(~r[mn.FITS])
+    worth = dropped[np.argsort(-r[mn.TOKENS_PER_S][dropped], kind="stable")][:3]
     summary = {"evaluated": len(space), "fitting": int(fit_idx.size),
                "dropped_device_memory": int((~r["fits_device"]).sum()),
-               "dropped_host_memory": int((r["fits_device"] & ~r["fits"]).sum()),
+               "dropped_host_memory": int((r["fits_device"] & ~r[mn.FITS]).sum()),
                "configs_per_s": len(space) / elapsed, "search_s": elapsed}
     rows = {"front": [space.row(int(i)) for i in front], "top": [space.row(int(i)) for i in best[:top]],
             "dropped_best": [{**space.row(int(i)), "why": _why(space.row(int(i)), plat)} for i in worth]}
@@ -98,26 +99,26 @@ def advise(
         from llmdissect.results.schema import RunRecord
 
         config["goal"] = goal
-        rec = RunRecord(kind="plan", source="estimated", config=config, metrics={**summary, **rows}).finish("ok")
+        rec = RunRecord(kind=mn.PLAN, source="estimated", config=config, metrics={**summary, **rows}).finish("ok")
         print_json(rec.to_dict())
         return
     show_advice(kind, config, goal, summary, rows)
 
 
-RESULT_KEYS = ("total_bytes", "host_bytes", "tokens_per_s", "step_s", "ttft_s", "tpot_s", "mfu",
-               "fits_device", "fits_host", "fits", "why")
+RESULT_KEYS = (mn.TOTAL_BYTES, "host_bytes", mn.TOKENS_PER_S, mn.STEP_S, mn.TTFT_S, mn.TPOT_S, mn.MFU,
+               "fits_device", "fits_host", mn.FITS, "why")
 
 
 def _rows(items: list[dict]) -> tuple[list[str], list[list[str]]]:
     if not items:
         return [], []
     knobs = [k for k in items[0] if k not in RESULT_KEYS]
-    time_key = "tpot_s" if "tpot_s" in items[0] else "step_s"
+    time_key = mn.TPOT_S if mn.TPOT_S in items[0] else mn.STEP_S
     cols = knobs + ["memory/device", "tokens/s", time_key, "mfu"] + (["why"] if "why" in items[0] else [])
     out = []
     for it in items:
-        row = [str(it[k]) for k in knobs] + [human_bytes(it["total_bytes"]), human_rate(it["tokens_per_s"], "tok/s"),
-                                             human_seconds(it[time_key]), f"{it['mfu']:.1%}"]
+        row = [str(it[k]) for k in knobs] + [human_bytes(it[mn.TOTAL_BYTES]), human_rate(it[mn.TOKENS_PER_S], "tok/s"),
+                                             human_seconds(it[time_key]), f"{it[mn.MFU]:.1%}"]
         if "why" in it:
             row.append(it["why"])
         out.append(row)

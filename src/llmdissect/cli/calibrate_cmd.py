@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+import llmdissect.metric_names as mn
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
 
 
@@ -37,7 +38,7 @@ def calibrate(model: str = typer.Option("tiny-llama", "--model", help="Model who
         console.print("efficiency: " + ", ".join(f"{k} {v:.1%}" for k, v in (profile.get("efficiency") or {}).items()))
         coll = (profile.get("collectives") or {}).get("gloo") or {}
         if coll:
-            console.print("gloo fits: " + ", ".join(f"{op} alpha {f['alpha_s'] * 1e6:.0f} us"
+            console.print("gloo fits: " + ", ".join(f"{op} alpha {f[mn.ALPHA_S] * 1e6:.0f} us"
                                                     for op, f in coll.items()))
         console.print(f"calibrated in {wall:.0f} s; records {', '.join(r.id for r in records)}")
     if failed:

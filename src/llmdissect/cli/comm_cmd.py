@@ -5,6 +5,7 @@ from typing import Optional
 
 import typer
 
+import llmdissect.metric_names as mn
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
 
 
@@ -32,13 +33,15 @@ def comm(
 ) -> None:
     """Time collectives for a range of sizes; check every result; fit latency and bandwidth."""
     from llmdissect.cli.recording import finish
-    from llmdissect.micro.comm_launch import CommRequest, build_config, run_comm, store_fits
+    from llmdissect.config import parse_config
+    from llmdissect.micro.comm_config import CommRequest
+    from llmdissect.micro.comm_launch import build_config, run_comm, store_fits
     from llmdissect.results.store import check_writable
 
-    req = CommRequest(ops=ops, min_bytes=min_bytes, max_bytes=max_bytes, factor=factor, dtype=dtype, iters=iters,
-                      warmup=warmup, backend=backend, nproc=nproc, nnodes=nnodes, node_rank=node_rank,
-                      rdzv_endpoint=rdzv_endpoint, timeout_s=timeout_s,
-                      hooks={"check_offset": check_offset, "die_rank": die_rank, "hang_rank": hang_rank})
+    req = parse_config(CommRequest, ops=ops, min_bytes=min_bytes, max_bytes=max_bytes, factor=factor, dtype=dtype,
+                       iters=iters, warmup=warmup, backend=backend, nproc=nproc, nnodes=nnodes, node_rank=node_rank,
+                       rdzv_endpoint=rdzv_endpoint, timeout_s=timeout_s,
+                       hooks={"check_offset": check_offset, "die_rank": die_rank, "hang_rank": hang_rank})
     config = build_config(req)
     db_path = check_writable(db)
     record, child = run_comm(config, req)
@@ -66,24 +69,24 @@ def show(record, profile_path=None) -> None:
         for p in placements:
             cols += [f"{p} (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong"]
         lines = []
-        for size in dict.fromkeys(r["size_bytes"] for r in mine):
-            first = next(r for r in mine if r["size_bytes"] == size)
+        for size in dict.fromkeys(r[mn.SIZE_BYTES] for r in mine):
+            first = next(r for r in mine if r[mn.SIZE_BYTES] == size)
             root = "-" if first["root"] is None else first["root"]
-            line = [size, first["count"], first["dtype"], first["redop"], root]
+            line = [size, first[mn.COUNT], first["dtype"], first["redop"], root]
             for p in placements:
-                r = next(x for x in mine if x["size_bytes"] == size and x["placement"] == p)
-                line += [f"{r['time_s']['median'] * 1e6:.1f}", f"{r['algbw_bytes_per_s'] / 1e9:.3f}",
-                         f"{r['busbw_bytes_per_s'] / 1e9:.3f}", r["wrong"]]
+                r = next(x for x in mine if x[mn.SIZE_BYTES] == size and x["placement"] == p)
+                line += [f"{r[mn.TIME_S]['median'] * 1e6:.1f}", f"{r[mn.ALGBW_BYTES_PER_S] / 1e9:.3f}",
+                         f"{r[mn.BUSBW_BYTES_PER_S] / 1e9:.3f}", r[mn.WRONG]]
             lines.append(line)
         console.print(table(f"{op} (busbw factor {mine[0]['busbw_factor']:.4g})", cols, lines))
-    console.print(f"# Avg bus bandwidth: {m['avg_busbw_bytes_per_s'] / 1e9:.4g} GB/s (mean over all rows)")
+    console.print(f"# Avg bus bandwidth: {m[mn.AVG_BUSBW_BYTES_PER_S] / 1e9:.4g} GB/s (mean over all rows)")
     fits = m.get("fits") or {}
     if fits:
         console.print(table("Alpha-beta fit: time = alpha + beta x size",
                             ["op", "alpha (us)", "1/beta (GB/s)", "rms error", "max error", "sizes"],
-                            [(op, f"{f['alpha_s'] * 1e6:.1f}",
-                              f"{1 / f['beta_s_per_byte'] / 1e9:.3f}" if f["beta_s_per_byte"] > 0 else "-",
-                              f"{f['fit_error']:.1%}", f"{f['fit_max_error']:.1%}", f["points"])
+                            [(op, f"{f[mn.ALPHA_S] * 1e6:.1f}",
+                              f"{1 / f[mn.BETA_S_PER_BYTE] / 1e9:.3f}" if f[mn.BETA_S_PER_BYTE] > 0 else "-",
+                              f"{f[mn.FIT_ERROR]:.1%}", f"{f[mn.FIT_MAX_ERROR]:.1%}", f["points"])
                              for op, f in fits.items()]))
     if profile_path:
         console.print(f"fits stored in {profile_path}")

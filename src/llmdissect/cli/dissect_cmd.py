@@ -7,6 +7,7 @@ from typing import Any, Optional
 
 import typer
 
+import llmdissect.metric_names as mn
 from llmdissect.cli import train_cmd as tc
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt, config_options
 
@@ -23,7 +24,7 @@ def show(record) -> None:
     console.print(table(f"dissect {c['workload']} {c['model']}: phases (median of {c['profile_steps']} traced steps)",
                         ["phase", "time", "share"],
                         [(k, human_seconds(v), f"{m['phases_share'][k]:.1%}") for k, v in m["phases_s"].items()]))
-    hidden = ("loss", "optimizer", "communication") if c["workload"] == "infer" else ()
+    hidden = ("loss", "optimizer", "communication") if c["workload"] == mn.INFER else ()
     console.print(table("modules (shares of the step add to 100 %)", ["module", "time", "share"],
                         [(k, human_seconds(v), f"{m['modules_share'][k]:.1%}") for k, v in m["modules_s"].items()
                          if not (k in hidden and v == 0)]))

@@ -1,11 +1,14 @@
 """`llmdissect bench infer`: measured offline inference over a grid of points (issue #6)."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
+
+if TYPE_CHECKING:
+    from llmdissect.workloads.infer_config import InferPoint
 
 GRID_HELP = "Comma-separated list; every combination is one grid point."
 
@@ -35,13 +38,16 @@ def infer(
     db: DbPath = DbOpt,
     json_out: bool = JsonOpt,
 ) -> None:
-    """Time generate: TTFT, TPOT, e2e latency, prefill and decode tokens/s, KV-cache bytes, peak memory, and what the hardware allows.
+    """Time generate: TTFT, TPOT, e2e latency, prefill and decode tokens/s, KV-cache bytes, peak memory, \
+and what the hardware allows.
 
-    Each grid point runs in a fresh child process and is stored as one record: ok, or skipped with the reason where this device cannot run it.
+    Each grid point runs in a fresh child process and is stored as one record: ok, or skipped with the reason \
+where this device cannot run it.
 
     --json prints one JSON record per line, one line per grid point (exactly one record for a single point).
 
-    Exit 0 when every point is ok (or skipped inside a grid); 2 for bad input or a single point that cannot run here; 1 when a point failed, ran out of memory or timed out.
+    Exit 0 when every point is ok (or skipped inside a grid); 2 for bad input or a single point that cannot run \
+here; 1 when a point failed, ran out of memory or timed out.
     """
     from llmdissect.console import note
     from llmdissect.dtypes import cpu_dtype_note
@@ -49,11 +55,12 @@ def infer(
     from llmdissect.workloads.infer_launch import expand_grid, parse_list
 
     db_path = check_writable(db)
-    points = expand_grid(model=model, batch=parse_list(batch, "--batch"), input_len=parse_list(input_len, "--input-len"),
+    points = expand_grid(model=model, batch=parse_list(batch, "--batch"),
+                         input_len=parse_list(input_len, "--input-len"),
                          output_len=parse_list(output_len, "--output-len"), dtype=dtype, attn=attn,
                          cache=parse_list(cache, "--cache", str), quant=parse_list(quant, "--quant", str),
                          compile=compile, warmup=warmup, repeats=repeats, seed=seed, device=device)
-    dtype_note = cpu_dtype_note(dtype, points[0]["device"])
+    dtype_note = cpu_dtype_note(dtype, points[0].device)
     if dtype_note:
         note(f"note: {dtype_note}")
     if threads is not None and threads < 1:
@@ -71,8 +78,7 @@ def infer(
     _finish_grid([r for r, _ in records], json_out)
 
 
-def _run_all(points: list[dict[str, Any]], db_path, timeout_s: float,
-             threads: int | None) -> list[tuple[Any, bool]]:
+def _run_all(points: list[InferPoint], db_path, timeout_s: float, threads: int | None) -> list[tuple[Any, bool]]:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -84,8 +90,8 @@ def _run_all(points: list[dict[str, Any]], db_path, timeout_s: float,
                   TimeElapsedColumn(), console=Console(stderr=True), transient=True) as progress:
         task = progress.add_task("bench infer", total=len(points))
         for p in points:
-            progress.update(task, description=f"infer {p['quant']} {p['cache']} b={p['batch']} "
-                                              f"in={p['input_len']} out={p['output_len']}")
+            progress.update(task, description=f"infer {p.quant} {p.cache} b={p.batch} "
+                                              f"in={p.input_len} out={p.output_len}")
             record, user_error = run_point(p, timeout_s, threads)
             save(record, db_path)  # each point is stored as soon as it ends
             out.append((record, user_error))

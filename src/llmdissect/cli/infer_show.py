@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.console import console, human_bytes, human_rate, human_seconds, table
 
 
@@ -37,9 +38,9 @@ def hardware_lines(metrics: dict[str, Any]) -> list[str]:
 def show_point(record: Any) -> None:
     m, c = record.metrics, record.config
     rows = []
-    for key, fmt in (("ttft_s", human_seconds), ("tpot_s", human_seconds), ("e2e_latency_s", human_seconds),
-                     ("decode_step_s", human_seconds), ("prefill_tokens_per_s", lambda v: f"{v:,.1f}"),
-                     ("decode_tokens_per_s", lambda v: f"{v:,.1f}")):
+    for key, fmt in ((mn.TTFT_S, human_seconds), (mn.TPOT_S, human_seconds), (mn.E2E_LATENCY_S, human_seconds),
+                     ("decode_step_s", human_seconds), (mn.PREFILL_TOKENS_PER_S, lambda v: f"{v:,.1f}"),
+                     (mn.DECODE_TOKENS_PER_S, lambda v: f"{v:,.1f}")):
         s = m.get(key)
         if isinstance(s, dict):
             rows.append((key, fmt(s["median"]), fmt(s["p90"]), fmt(s["min"]), fmt(s["max"]), s["n"]))
@@ -52,11 +53,13 @@ def show_point(record: Any) -> None:
         console.print(f"Check: ttft + (out-1) x step = {human_seconds(cons['predicted_e2e_s'])} vs e2e "
                       f"{human_seconds(cons['e2e_s'])} ({100 * cons['relative_error']:.1f} % apart; "
                       f"{'ok' if cons['ok'] else 'MORE THAN 10 % - per-token timing is off'})")
-    console.print(f"First call: {human_seconds(m.get('first_call_s'))} (ttft {human_seconds(m.get('first_call_ttft_s'))}); "
+    console.print(f"First call: {human_seconds(m.get('first_call_s'))} "
+                  f"(ttft {human_seconds(m.get('first_call_ttft_s'))}); "
                   f"build {human_seconds(m.get('build_s'))}, quantize {human_seconds(m.get('quantize_s'))}")
-    console.print(f"Memory: weights {human_bytes(m.get('weights_bytes'))}, KV cache {human_bytes(m.get('kv_cache_bytes'))} "
-                  f"({m.get('kv_cache_positions')} positions), peak {human_bytes(m.get('peak_memory_bytes'))} "
-                  f"({m.get('peak_memory_scope')}), peak RSS {human_bytes(m.get('peak_rss_bytes'))}")
+    console.print(f"Memory: weights {human_bytes(m.get('weights_bytes'))}, "
+                  f"KV cache {human_bytes(m.get(mn.KV_CACHE_BYTES))} "
+                  f"({m.get('kv_cache_positions')} positions), peak {human_bytes(m.get(mn.PEAK_MEMORY_BYTES))} "
+                  f"({m.get('peak_memory_scope')}), peak RSS {human_bytes(m.get(mn.PEAK_RSS_BYTES))}")
     for line in hardware_lines(m):
         console.print(line)
 
@@ -68,10 +71,10 @@ def grid_table(records: list[Any]):
         hw = m.get("hardware_allows") or {}
         ok = r.status == "ok"
         rows.append((c["quant"], c["cache"], c["batch"], c["input_len"], c["output_len"], r.status,
-                     human_seconds(_med(m, "ttft_s")) if ok else "-", human_seconds(_med(m, "tpot_s")) if ok else "-",
-                     f"{_med(m, 'prefill_tokens_per_s'):,.0f}" if ok else "-",
-                     f"{_med(m, 'decode_tokens_per_s'):,.1f}" if ok and _med(m, "decode_tokens_per_s") else "-",
-                     human_bytes(m.get("kv_cache_bytes")) if ok else "-",
+                     human_seconds(_med(m, mn.TTFT_S)) if ok else "-", human_seconds(_med(m, mn.TPOT_S)) if ok else "-",
+                     f"{_med(m, mn.PREFILL_TOKENS_PER_S):,.0f}" if ok else "-",
+                     f"{_med(m, mn.DECODE_TOKENS_PER_S):,.1f}" if ok and _med(m, mn.DECODE_TOKENS_PER_S) else "-",
+                     human_bytes(m.get(mn.KV_CACHE_BYTES)) if ok else "-",
                      human_bytes(m.get("weights_bytes")) if ok else "-",
                      human_rate(hw.get("decode_bandwidth_bytes_per_s"), "B/s") if ok else "-",
                      _pct(hw.get("decode_bandwidth_fraction")) if ok else "-"))

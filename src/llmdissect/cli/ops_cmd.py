@@ -6,6 +6,7 @@ from typing import Optional
 
 import typer
 
+import llmdissect.metric_names as mn
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
 
 
@@ -14,10 +15,10 @@ def show(record) -> None:
 
     m, c = record.metrics, record.config
     ceil = m["ceilings"]
-    rows = [(r["op"], r["pass"], r["shape"], r["dtype"], human_seconds(r["time_s"]["median"]),
-             human_rate(r["flops"], "FLOP").replace("/s", ""), human_bytes(r["bytes"]), f"{r['intensity']:.3g}",
-             human_rate(r["flops_per_s"], "FLOP/s"), human_rate(r["bytes_per_s"], "B/s"), f"{r['peak_fraction']:.1%}",
-             r["bound"]) for r in m["rows"]]
+    rows = [(r["op"], r["pass"], r["shape"], r["dtype"], human_seconds(r[mn.TIME_S]["median"]),
+             human_rate(r[mn.FLOPS], "FLOP").replace("/s", ""), human_bytes(r[mn.BYTES]), f"{r[mn.INTENSITY]:.3g}",
+             human_rate(r[mn.FLOPS_PER_S], "FLOP/s"), human_rate(r[mn.BYTES_PER_S], "B/s"),
+             f"{r[mn.PEAK_FRACTION]:.1%}", r["bound"]) for r in m["rows"]]
     console.print(table(f"ops {c['model']}: {c['tokens']} tokens, {c['dtype']}, pass {c['pass']} "
                         f"(time = median)", ["op", "pass", "shape", "dtype", "time", "FLOPs", "bytes", "FLOP/B",
                                              "FLOP/s", "bytes/s", "of roofline", "bound"], rows))

@@ -1,8 +1,9 @@
 """Options shared by many subcommands, declared once."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 import typer
 

@@ -6,6 +6,7 @@ from typing import Optional
 
 import typer
 
+import llmdissect.metric_names as mn
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
 
 
@@ -21,14 +22,14 @@ def show(record) -> None:
         for r in entry["rows"]:
             if r["what"] == "matmul":
                 ref = ref_flops.get(r["dtype"])
-                rows.append((f"matmul {r['dtype']} {r['n']}^3", human_seconds(r["time_s"]["median"]),
-                             human_rate(r["flops_per_s"], "FLOP/s"), human_rate(ref, "FLOP/s"),
-                             f"{r['flops_per_s'] / ref:.1%}" if ref else "-"))
+                rows.append((f"matmul {r['dtype']} {r['n']}^3", human_seconds(r[mn.TIME_S]["median"]),
+                             human_rate(r[mn.FLOPS_PER_S], "FLOP/s"), human_rate(ref, "FLOP/s"),
+                             f"{r[mn.FLOPS_PER_S] / ref:.1%}" if ref else "-"))
             else:
                 ref = cat.get("memory_bandwidth_bytes_per_s")
-                rows.append((f"copy {r['size_bytes'] / 2**20:.0f} MiB (read + write)",
-                             human_seconds(r["time_s"]["median"]), human_rate(r["bytes_per_s"], "B/s"),
-                             human_rate(ref, "B/s"), f"{r['bytes_per_s'] / ref:.1%}" if ref else "-"))
+                rows.append((f"copy {r[mn.SIZE_BYTES] / 2**20:.0f} MiB (read + write)",
+                             human_seconds(r[mn.TIME_S]["median"]), human_rate(r[mn.BYTES_PER_S], "B/s"),
+                             human_rate(ref, "B/s"), f"{r[mn.BYTES_PER_S] / ref:.1%}" if ref else "-"))
         console.print(table(f"{entry['name']} ({entry['device']}): measured ceilings (median of each size)",
                             ["what", "time", "measured", ref_name, "of it"], rows))
         best = ", ".join(f"{k} {human_rate(v, 'FLOP/s')}" for k, v in entry["peak_flops_per_s"].items())

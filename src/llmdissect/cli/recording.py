@@ -1,7 +1,7 @@
 """How a measuring command ends: store the record, print it, choose the exit code."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import typer
 

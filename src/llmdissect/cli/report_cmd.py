@@ -14,7 +14,8 @@ def report(out: Path = typer.Option(..., "--out", "-o", help="Folder to write re
            suite: Optional[str] = typer.Option(None, "--suite", help="Only the records of this suite."),
            since: Optional[str] = typer.Option(None, "--since",
                                                help="Only records started since: an ISO date/time or an age (2h, 3d)."),
-           ids: Optional[str] = typer.Option(None, "--ids", help="Only these run ids (comma-separated; prefixes work)."),
+           ids: Optional[str] = typer.Option(None, "--ids",
+                                             help="Only these run ids (comma-separated; prefixes work)."),
            title: str = typer.Option("llm-dissect report", "--title", help="Title of the report."),
            estimate_missing: bool = typer.Option(True, "--estimate-missing/--no-estimate-missing",
                                                  help="Estimate measured CPU runs of this machine that have no "

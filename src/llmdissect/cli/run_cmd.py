@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+import llmdissect.metric_names as mn
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
 
 
@@ -103,7 +104,7 @@ def _quick_plan(json_out: bool) -> None:
 
     steps = quick_steps()
     if json_out:
-        rec = RunRecord(kind="plan", source="estimated", suite="quick", config={"suite": "quick"},
+        rec = RunRecord(kind=mn.PLAN, source="estimated", suite="quick", config={"suite": "quick"},
                         metrics={"steps": [{"name": s.name, "description": s.description} for s in steps],
                                  "total": len(steps)})
         print_json(rec.finish("ok").to_dict())

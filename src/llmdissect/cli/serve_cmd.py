@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+import llmdissect.metric_names as mn
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
 from llmdissect.errors import UserError
 
@@ -17,7 +18,7 @@ def _show(record) -> None:
 
     m = record.metrics
     rows = []
-    for key in ("ttft_s", "tpot_s", "itl_s", "e2e_latency_s"):
+    for key in (mn.TTFT_S, mn.TPOT_S, mn.ITL_S, mn.E2E_LATENCY_S):
         s = m.get(key)
         rows.append((key, *((human_seconds(s[q]) for q in ("mean", "median", "p90", "p99")) if s else "----")))
     rate = record.config.get("request_rate")
@@ -26,10 +27,10 @@ def _show(record) -> None:
                   f"concurrency {record.config.get('max_concurrency') or 'unlimited'}, "
                   f"{record.config.get('num_prompts')} requests")
     console.print(table(None, ["metric", "mean", "median", "p90", "p99"], rows))
-    good = f", goodput {m['goodput_per_s']:.3g} req/s" if m.get("goodput_per_s") is not None else ""
-    console.print(f"completed {m['completed']}, failed {m['failed']} in {m['duration_s']:.2f} s: "
-                  f"{m['request_throughput_per_s']:.3g} req/s, {m['output_tokens_per_s']:.4g} output tok/s, "
-                  f"{m['total_tokens_per_s']:.4g} total tok/s{good}; realised rate "
+    good = f", goodput {m[mn.GOODPUT_PER_S]:.3g} req/s" if m.get(mn.GOODPUT_PER_S) is not None else ""
+    console.print(f"completed {m['completed']}, failed {m['failed']} in {m[mn.DURATION_S]:.2f} s: "
+                  f"{m[mn.REQUEST_THROUGHPUT_PER_S]:.3g} req/s, {m[mn.OUTPUT_TOKENS_PER_S]:.4g} output tok/s, "
+                  f"{m[mn.TOTAL_TOKENS_PER_S]:.4g} total tok/s{good}; realised rate "
                   f"{m['request_rate_realised_per_s'] or 0:.3g} req/s; client CPU "
                   f"{m['client_cpu_s_per_request'] * 1e3:.2f} ms/request; output tokens by {m['output_tokens_source']}")
     if m.get("output_len_mismatched"):
@@ -74,12 +75,13 @@ def bench_serve(
     import json
 
     from llmdissect.cli.recording import finish
+    from llmdissect.config import parse_config
     from llmdissect.results.store import check_writable
     from llmdissect.workloads.serve.arrivals import parse_rates
     from llmdissect.workloads.serve.client import SERVER_KINDS
     from llmdissect.workloads.serve.metrics import parse_slo
     from llmdissect.workloads.serve.record import ProgressBar, serve_record
-    from llmdissect.workloads.serve.loadgen import ENDPOINTS, ServeConfig
+    from llmdissect.workloads.serve.serve_config import ENDPOINTS, ServeConfig
 
     db_path = check_writable(db)
     if endpoint not in ENDPOINTS:
@@ -92,11 +94,12 @@ def bench_serve(
     slos = parse_slo(slo)
     exit_code = 0
     for rate in rates:
-        cfg = ServeConfig(base_url=base_url, model=model, endpoint=endpoint, stream=stream, num_prompts=num_prompts,
-                          input_len=input_len, output_len=output_len, dataset=str(dataset) if dataset else None,
-                          tokenizer=str(tokenizer) if tokenizer else None, request_rate=rate, burstiness=burstiness,
-                          max_concurrency=max_concurrency, arrivals=str(arrivals) if arrivals else None, seed=seed,
-                          server_kind=server_kind, slo=slos, timeout_s=timeout_s)
+        cfg = parse_config(ServeConfig, base_url=base_url, model=model, endpoint=endpoint, stream=stream,
+                           num_prompts=num_prompts, input_len=input_len, output_len=output_len,
+                           dataset=str(dataset) if dataset else None,
+                           tokenizer=str(tokenizer) if tokenizer else None, request_rate=rate, burstiness=burstiness,
+                           max_concurrency=max_concurrency, arrivals=str(arrivals) if arrivals else None, seed=seed,
+                           server_kind=server_kind, slo=slos, timeout_s=timeout_s)
         label = f"rate {'inf' if math.isinf(rate) else f'{rate:g}'}/s"
         with ProgressBar(f"serve {label}", num_prompts) as bar:
             record, bad_input = serve_record(cfg, api_key=api_key, on_done=bar.update)
@@ -118,12 +121,12 @@ def serve_local(
     continuous_batching: bool = typer.Option(True, "--continuous-batching/--no-continuous-batching"),
 ) -> None:
     """Serve a model spec with `transformers serve` on 127.0.0.1 (offline) until Ctrl-C."""
+    import signal
+    import sys
+
     from llmdissect.console import console, note
     from llmdissect.specs.hardware import usable_cores
     from llmdissect.workloads.serve.local_server import start_server
-
-    import signal
-    import sys
 
     # `kill PID` must stop the server too (it runs in its own process group): SIGTERM -> SystemExit
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

@@ -5,27 +5,28 @@ from typing import Optional
 
 import typer
 
+import llmdissect.metric_names as mn
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt, config_options
 from llmdissect.console import console, human_bytes, human_count, human_rate, human_seconds, note, table
 
 
 def _show(record) -> None:
     m, c = record.metrics, record.config
-    step = m["step_time_s"]
+    step = m[mn.STEP_TIME_S]
     rows = [
         ("step time (median / p90)", f"{human_seconds(step['median'])} / {human_seconds(step['p90'])}"),
         ("forward / backward / optimizer (median)",
-         " / ".join(human_seconds(m[k]["median"]) for k in ("forward_s", "backward_s", "optimizer_s"))),
+         " / ".join(human_seconds(m[k]["median"]) for k in (mn.FORWARD_S, mn.BACKWARD_S, mn.OPTIMIZER_S))),
         ("first step (warm-up, excluded)", human_seconds(m.get("first_step_s"))),
-        ("tokens/s (per device)", f"{m['tokens_per_s']:.1f} ({m['tokens_per_s_per_device']:.1f})"),
+        ("tokens/s (per device)", f"{m[mn.TOKENS_PER_S]:.1f} ({m[mn.TOKENS_PER_S_PER_DEVICE]:.1f})"),
         ("samples/s", f"{m['samples_per_s']:.2f}"),
-        ("model FLOPs/token", human_count(m["model_flops_per_token"])),
-        ("MFU / HFU", "not available: " + m["peak_flops_source"] if m["mfu"] is None
-         else f"{m['mfu']:.2%} / {m['hfu']:.2%} of {human_rate(m['peak_flops_per_s'], 'FLOP/s')} per device"),
-        ("peak memory (tensors)", human_bytes(m["peak_memory_bytes"])),
-        ("peak RSS (process)", human_bytes(m["peak_rss_bytes"])),
+        ("model FLOPs/token", human_count(m[mn.MODEL_FLOPS_PER_TOKEN])),
+        ("MFU / HFU", "not available: " + m["peak_flops_source"] if m[mn.MFU] is None
+         else f"{m[mn.MFU]:.2%} / {m[mn.HFU]:.2%} of {human_rate(m['peak_flops_per_s'], 'FLOP/s')} per device"),
+        ("peak memory (tensors)", human_bytes(m[mn.PEAK_MEMORY_BYTES])),
+        ("peak RSS (process)", human_bytes(m[mn.PEAK_RSS_BYTES])),
         ("trainable / total params", f"{human_count(m['trainable_params'])} / {human_count(m['total_params'])}"),
-        ("loss (first -> last)", f"{m['loss'][0]:.4f} -> {m['loss'][-1]:.4f}"),
+        ("loss (first -> last)", f"{m[mn.LOSS][0]:.4f} -> {m[mn.LOSS][-1]:.4f}"),
     ]
     tp = f" (tp {c['tp']} x dp {c['dp']})" if c.get("tp", 1) > 1 else ""
     title = (f"{record.kind} {c['model']}: {c['engine']} x{c['nproc'] * c['nnodes']}{tp}, ZeRO-{c['zero']}, "
@@ -115,7 +116,7 @@ def pretrain(model: str = M, engine: Optional[str] = ENGINE, zero: int = ZERO, o
              threads: Optional[int] = THREADS, ds_config: Optional[str] = DSCONF, tp: int = TP, db: DbPath = DbOpt,
              json_out: bool = JsonOpt) -> None:
     """Measure pre-training steps of a Llama-family model (random weights) on this machine."""
-    _run("pretrain", locals())
+    _run(mn.PRETRAIN, locals())
 
 
 def finetune(model: str = M, method: str = typer.Option("lora", "--method", help="full | lora | qlora (NF4 base)."),
@@ -130,7 +131,7 @@ def finetune(model: str = M, method: str = typer.Option("lora", "--method", help
              threads: Optional[int] = THREADS, ds_config: Optional[str] = DSCONF, tp: int = TP, db: DbPath = DbOpt,
              json_out: bool = JsonOpt) -> None:
     """Measure fine-tuning steps: full, LoRA or QLoRA (bitsandbytes NF4 + PEFT)."""
-    _run("finetune", locals())
+    _run(mn.FINETUNE, locals())
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:

@@ -5,10 +5,11 @@ from typing import Optional
 
 import typer
 
+import llmdissect.metric_names as mn
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
 
-UNITS = {"step_time_s": "s", "ttft_s": "s", "tpot_s": "s", "tokens_per_s": "tok/s", "decode_tokens_per_s": "tok/s",
-         "peak_memory_bytes": "B", "busbw_bytes_per_s": "B/s"}
+UNITS = {mn.STEP_TIME_S: "s", mn.TTFT_S: "s", mn.TPOT_S: "s", mn.TOKENS_PER_S: "tok/s", mn.DECODE_TOKENS_PER_S: "tok/s",
+         mn.PEAK_MEMORY_BYTES: "B", mn.BUSBW_BYTES_PER_S: "B/s"}
 
 
 def validate(
@@ -27,7 +28,7 @@ def validate(
 
     with open_existing(db) as store:
         records = store.query(suite=suite) if suite else store.query()
-        estimates = store.query(kind="estimate")
+        estimates = store.query(kind=mn.ESTIMATE)
     measured = [r for r in records if r.source == "measured" and r.status == "ok"]
     if not measured:
         where = f"suite {suite!r}" if suite else "the store"
@@ -54,7 +55,8 @@ def show(v, suite: Optional[str], n_measured: int, detail: bool = False) -> None
     pct = lambda x: f"{x:+.0%}"  # noqa: E731
     rows = [(s["metric"], s["pairs"], f"{s['mape']:.0%}", pct(s["median_error"]), pct(s["worst_error"]))
             for s in v.summary()]
-    title = f"Validation{' of suite ' + suite if suite else ''}: estimate vs measurement ({n_measured} measured records)"
+    title = (f"Validation{' of suite ' + suite if suite else ''}: estimate vs measurement "
+             f"({n_measured} measured records)")
     console.print(table(title, ["metric", "pairs", "MAPE", "median error", "worst error"], rows))
     if v.pairs:
         console.print(f"all metrics: MAPE {v.to_dict()['mape_all']:.0%} over {len(v.pairs)} pairs; "
@@ -63,7 +65,7 @@ def show(v, suite: Optional[str], n_measured: int, detail: bool = False) -> None
     for p in v.pairs:
         entry = by_record.setdefault(p.record_id, {"kind": p.kind, "label": p.label, "errors": {}})
         entry["errors"].setdefault(p.metric, []).append(p.error)
-        if p.kind == "comm":
+        if p.kind == mn.COMM:
             entry["label"] = "gloo collectives"
     metrics = [m for m in UNITS if any(m in e["errors"] for e in by_record.values())]
     lines = [(rid[:10], e["kind"], e["label"],

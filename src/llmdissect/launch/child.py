@@ -18,8 +18,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from llmdissect.child_result import ChildResult
 from llmdissect.specs.hardware import usable_cores
@@ -171,8 +172,10 @@ def _exit_summary(returncode: int, tail: str) -> str:
     """One line: torchrun's root cause (rank and exit code) when it gave one, else the last line."""
     if "Root Cause" in tail:
         cause = tail.split("Root Cause", 1)[1]
-        rank = next((l.split(":", 1)[1].strip() for l in cause.splitlines() if l.strip().startswith("rank")), "?")
-        code = next((l.split(":", 1)[1].strip() for l in cause.splitlines() if l.strip().startswith("exitcode")), "?")
+        rank = next((line.split(":", 1)[1].strip() for line in cause.splitlines()
+                     if line.strip().startswith("rank")), "?")
+        code = next((line.split(":", 1)[1].strip() for line in cause.splitlines()
+                     if line.strip().startswith("exitcode")), "?")
         return f"rank {rank} died with exit code {code}; the run was stopped"
     last = tail.strip().splitlines()[-1] if tail.strip() else "no output"
     return f"child exited with code {returncode}: {last}"

@@ -8,7 +8,7 @@ way: `cpu`, or the GPU's name as its driver reports it (`NVIDIA H100 80GB HBM3`)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 from llmdissect.errors import UserError
 
@@ -23,7 +23,7 @@ class LocalDevice:
     """The record's name for it: `cpu`, or the GPU's driver name."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def _first_gpu_name() -> str | None:
     from llmdissect.measure.env import nvidia_smi
 

@@ -15,8 +15,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from llmdissect.version import __version__
 from llmdissect.specs.hardware import cpu_model_name, total_memory_bytes, usable_cores
+from llmdissect.version import __version__
 
 LIBRARIES = ("torch", "transformers", "tokenizers", "accelerate", "peft", "bitsandbytes", "torchao",
              "deepspeed", "numpy", "vllm", "llama_cpp_python")

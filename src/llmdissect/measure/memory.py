@@ -10,6 +10,8 @@ import resource
 import sys
 from typing import Any
 
+import llmdissect.metric_names as mn
+
 
 def peak_rss_bytes() -> int:
     """Peak resident set size of this process since it started."""
@@ -26,8 +28,8 @@ def cuda_reset_peak(device: Any = None) -> None:
 def cuda_peaks(device: Any = None) -> dict[str, int]:
     import torch
 
-    return {"peak_memory_bytes": int(torch.cuda.max_memory_allocated(device)),
-            "peak_reserved_bytes": int(torch.cuda.max_memory_reserved(device))}
+    return {mn.PEAK_MEMORY_BYTES: int(torch.cuda.max_memory_allocated(device)),
+            mn.PEAK_RESERVED_BYTES: int(torch.cuda.max_memory_reserved(device))}
 
 
 def tensor_bytes(tensors) -> int:

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 MAX_KEPT_SAMPLES = 1000
 
@@ -35,7 +36,7 @@ class Stats:
     samples: list[float] | None = field(default=None, compare=False)
 
     @classmethod
-    def of(cls, samples: Sequence[float]) -> "Stats":
+    def of(cls, samples: Sequence[float]) -> Stats:
         values = [float(v) for v in samples]
         if not values:
             raise ValueError("Stats of no samples")
@@ -46,7 +47,7 @@ class Stats:
                    samples=values if len(values) <= MAX_KEPT_SAMPLES else None)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Stats":
+    def from_dict(cls, d: dict[str, Any]) -> Stats:
         return cls(**{k: d.get(k) for k in cls.__dataclass_fields__})
 
     def to_dict(self) -> dict[str, Any]:
@@ -55,7 +56,7 @@ class Stats:
             d.pop("samples")
         return d
 
-    def scaled(self, factor: float) -> "Stats":
+    def scaled(self, factor: float) -> Stats:
         """The same samples times `factor` (e.g. seconds -> per-token seconds)."""
         return Stats.of([v * factor for v in self.samples]) if self.samples else Stats(
             n=self.n, mean=self.mean * factor, median=self.median * factor, min=self.min * factor,

@@ -7,8 +7,9 @@ the caller's synchronization function when one is given.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from llmdissect.measure.stats import Stats
 

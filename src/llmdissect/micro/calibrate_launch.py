@@ -27,7 +27,8 @@ def run_calibration(db_path: Path, *, model: str = "tiny-llama", tokens: int = 5
         record, _ = run_ops(cfg, progress=progress)
         records.append(save(record, db_path))
     if record.status == "ok" and comm:
-        from llmdissect.micro.comm_launch import CommRequest, build_config, run_comm, store_fits
+        from llmdissect.micro.comm_config import CommRequest
+        from llmdissect.micro.comm_launch import build_config, run_comm, store_fits
 
         req = CommRequest(ops="all_reduce,all_gather", min_bytes="1K", max_bytes="16M", factor=4, iters=10,
                           warmup=2, backend="gloo", nproc=2, timeout_s=240)

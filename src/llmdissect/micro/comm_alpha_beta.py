@@ -17,8 +17,11 @@ Pure Python, no torch: the perfmodel can import it.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
+
+import llmdissect.metric_names as mn
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,7 @@ def fit_rows(rows: Sequence[dict[str, Any]]) -> dict[str, AlphaBetaFit]:
         if len(placements) > 1:
             mine = [r for r in mine if r["placement"] == "out-of-place"]
         try:
-            fits[op] = fit_alpha_beta([r["size_bytes"] for r in mine], [r["time_s"]["median"] for r in mine])
+            fits[op] = fit_alpha_beta([r[mn.SIZE_BYTES] for r in mine], [r[mn.TIME_S]["median"] for r in mine])
         except ValueError:  # one size only, or a zero time (a timer too coarse): no fit
             continue
     return fits

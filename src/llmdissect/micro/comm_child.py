@@ -26,10 +26,12 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.micro.collectives import DTYPES, IN_PLACE, OPS, algbw_bytes_per_s
 
 DIE_EXIT_CODE = 17
@@ -65,7 +67,7 @@ def _sweep(config: dict[str, Any], device: str) -> list[dict[str, Any]]:
 
     from llmdissect.measure import Timer
 
-    rank, n = dist.get_rank(), dist.get_world_size()
+    rank = dist.get_rank()
     timer = Timer(device)
     plan = [(op, size, placement) for op in config["ops"] for size in config["sizes"]
             for placement in OPS[op].placements]
@@ -127,12 +129,12 @@ def _measure(op: str, placement: str, size: int, config: dict[str, Any], device:
     _raise_if_wrong(every[:, 1], op, placement, count * elem)
     slowest = every[:, 0, warmup:].max(dim=0).values.tolist()  # per iteration, the slowest rank
     stats = Stats.of(slowest)
-    return {"op": op, "placement": placement, "size_bytes": count * elem, "count": count, "dtype": config["dtype"],
-            "redop": spec.redop, "root": spec.root, "nproc": n, "time_s": stats.to_dict(),
-            "algbw_bytes_per_s": algbw_bytes_per_s(count * elem, stats.median),
+    return {"op": op, "placement": placement, mn.SIZE_BYTES: count * elem, mn.COUNT: count, "dtype": config["dtype"],
+            "redop": spec.redop, "root": spec.root, "nproc": n, mn.TIME_S: stats.to_dict(),
+            mn.ALGBW_BYTES_PER_S: algbw_bytes_per_s(count * elem, stats.median),
             # busbw = algbw x nccl-tests' factor for this operator and n (docs/metrics.md)
-            "busbw_bytes_per_s": algbw_bytes_per_s(count * elem, stats.median) * spec.busbw_factor(n),
-            "busbw_factor": spec.busbw_factor(n), "wrong": 0,
+            mn.BUSBW_BYTES_PER_S: algbw_bytes_per_s(count * elem, stats.median) * spec.busbw_factor(n),
+            "busbw_factor": spec.busbw_factor(n), mn.WRONG: 0,
             "first_call_s": float(every[:, 0, 0].max()) if warmup else None,
             "rank_median_time_s": [statistics.median(every[r, 0, warmup:].tolist()) for r in range(n)]}
 
@@ -168,7 +170,7 @@ def _setup(op: str, placement: str, base, rank: int, n: int) -> tuple[Callable[[
     import torch
     import torch.distributed as dist
 
-    count, c = base.numel(), base.numel() // n
+    c = base.numel() // n
     offsets = [float(r % 4) for r in range(n)]
     total = sum(offsets)
     src = base + offsets[rank]

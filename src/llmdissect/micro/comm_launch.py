@@ -7,45 +7,30 @@ from __future__ import annotations
 import json
 import tempfile
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
-from llmdissect.micro.collectives import (BACKENDS, DTYPES, buffer_bytes_per_rank, check_dtype, parse_ops,
-                                          parse_size, size_sweep)
+from llmdissect.micro.collectives import (
+    BACKENDS,
+    DTYPES,
+    buffer_bytes_per_rank,
+    check_dtype,
+    parse_ops,
+    parse_size,
+    size_sweep,
+)
+from llmdissect.micro.comm_config import HOOKS, CommRequest
 
 TARGET = "llmdissect.micro.comm_child:run"
-HOOKS = ("check_offset", "die_rank", "hang_rank", "die_after_rows")
-
-
-@dataclass
-class CommRequest:
-    """What the user asked for, before validation (strings as typed on the command line)."""
-
-    ops: str = "all_reduce"
-    min_bytes: str = "1K"
-    max_bytes: str = "64M"
-    factor: float = 2.0
-    dtype: str = "fp32"
-    iters: int = 20
-    warmup: int = 5
-    backend: str | None = None
-    """gloo | nccl; None: nccl where CUDA is available, else gloo."""
-    nproc: int = 2
-    nnodes: int = 1
-    node_rank: int = 0
-    rdzv_endpoint: str | None = None
-    timeout_s: float = 900.0
-    hooks: dict[str, Any] = field(default_factory=dict)
-    """Test hooks passed to the ranks (see llmdissect.micro.comm_child): never set by users."""
 
 
 def build_config(req: CommRequest) -> dict[str, Any]:
     """The validated run config (UserError on bad input, before anything is launched)."""
     ops = parse_ops(req.ops)
     lo, hi = parse_size(req.min_bytes), parse_size(req.max_bytes)
-    sizes = size_sweep(lo, hi, req.factor)
+    size_sweep(lo, hi, req.factor)  # UserError on a bad range or factor; run_comm() builds the sweep
     check_dtype(req.dtype)
     if req.iters < 1 or req.warmup < 0:
         raise UserError(f"bad --iters {req.iters} / --warmup {req.warmup}: need iters >= 1 and warmup >= 0")
@@ -116,7 +101,7 @@ def run_comm(config: dict[str, Any], req: CommRequest, progress: bool = True):
 
         child = ChildResult("ok", result={"metrics": {"rows": [], "node_rank": req.node_rank}}, returncode=0,
                             wall_s=child.wall_s)
-    record = record_from_child("comm", config, child, capture_device_env(), started_at=started)
+    record = record_from_child(mn.COMM, config, child, capture_device_env(), started_at=started)
     if record.status == "ok" and record.metrics.get("rows"):
         add_summary(record.metrics)
     return record, child
@@ -128,7 +113,7 @@ def add_summary(metrics: dict[str, Any]) -> None:
     from llmdissect.micro.comm_alpha_beta import fit_rows
 
     rows = metrics["rows"]
-    metrics["avg_busbw_bytes_per_s"] = sum(r["busbw_bytes_per_s"] for r in rows) / len(rows)
+    metrics[mn.AVG_BUSBW_BYTES_PER_S] = sum(r[mn.BUSBW_BYTES_PER_S] for r in rows) / len(rows)
     metrics["fits"] = {op: fit.to_dict() for op, fit in fit_rows(rows).items()}
 
 

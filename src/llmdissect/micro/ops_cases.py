@@ -7,8 +7,9 @@ and times `torch.autograd.grad(..., retain_graph=True)` alone.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from llmdissect.perfmodel import op_costs as opc
 from llmdissect.specs.models import ModelSpec

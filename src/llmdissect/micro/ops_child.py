@@ -11,8 +11,9 @@ rate and the record lists it (`ceilings.raised`): a fraction of peak never excee
 """
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.micro.ops_cases import SDPA_BACKENDS, OpCase
 from llmdissect.micro.ops_config import OpsConfig
 
@@ -82,8 +83,8 @@ def raw_row(case: OpCase, stats: Any) -> dict[str, Any]:
     """A row's measured part: time Stats, FLOPs, bytes and the rates."""
     t = stats.median
     return {"op": case.op, "shape": case.shape, "dtype": case.dtype, "pass": case.passes, "class": case.cls,
-            "time_s": stats.to_dict(), "flops": case.cost.flops, "bytes": case.cost.bytes,
-            "intensity": case.cost.intensity, "flops_per_s": case.cost.flops / t, "bytes_per_s": case.cost.bytes / t}
+            mn.TIME_S: stats.to_dict(), mn.FLOPS: case.cost.flops, mn.BYTES: case.cost.bytes,
+            mn.INTENSITY: case.cost.intensity, mn.FLOPS_PER_S: case.cost.flops / t, mn.BYTES_PER_S: case.cost.bytes / t}
 
 
 def place_rows(rows: list[dict[str, Any]], peaks: dict[str, float], ladder: list[tuple[float, float]],
@@ -95,20 +96,20 @@ def place_rows(rows: list[dict[str, Any]], peaks: dict[str, float], ladder: list
     raised = []
     top: dict[str, float] = {}
     for r in rows:
-        top[r["dtype"]] = max(top.get(r["dtype"], 0.0), r["flops_per_s"])
-    points = ladder + [(r["bytes"], r["bytes_per_s"]) for r in rows]
+        top[r["dtype"]] = max(top.get(r["dtype"], 0.0), r[mn.FLOPS_PER_S])
+    points = ladder + [(r[mn.BYTES], r[mn.BYTES_PER_S]) for r in rows]
     for r in rows:
         measured_peak = peaks[r["dtype"]]
         peak = max(measured_peak, top[r["dtype"]])
-        bw_measured = bandwidth_ceiling(r["bytes"], ladder, dram)
-        bw = bandwidth_ceiling(r["bytes"], points, dram)
-        if r["flops_per_s"] > measured_peak:
-            raised.append(f"{r['op']} {r['pass']}: {r['flops_per_s']:.4g} FLOP/s above the measured peak")
-        if r["bytes_per_s"] > bw_measured:
-            raised.append(f"{r['op']} {r['pass']}: {r['bytes_per_s']:.4g} B/s above the measured copy rate")
+        bw_measured = bandwidth_ceiling(r[mn.BYTES], ladder, dram)
+        bw = bandwidth_ceiling(r[mn.BYTES], points, dram)
+        if r[mn.FLOPS_PER_S] > measured_peak:
+            raised.append(f"{r['op']} {r['pass']}: {r[mn.FLOPS_PER_S]:.4g} FLOP/s above the measured peak")
+        if r[mn.BYTES_PER_S] > bw_measured:
+            raised.append(f"{r['op']} {r['pass']}: {r[mn.BYTES_PER_S]:.4g} B/s above the measured copy rate")
         r.update(peak_flops_per_s=peak, bandwidth_ceiling_bytes_per_s=bw,
-                 peak_fraction=max(r["flops_per_s"] / peak, r["bytes_per_s"] / bw),
-                 bound="compute" if r["intensity"] >= peak / bw else "memory")
+                 peak_fraction=max(r[mn.FLOPS_PER_S] / peak, r[mn.BYTES_PER_S] / bw),
+                 bound="compute" if r[mn.INTENSITY] >= peak / bw else "memory")
     return raised
 
 
@@ -127,22 +128,22 @@ def efficiencies(rows: list[dict[str, Any]], ceil: dict[str, Any]) -> dict[str, 
     out: dict[str, Any] = {}
     gemm = [r for r in rows if r["class"] == "gemm"]
     if gemm:
-        out["gemm"] = _clamp(sum(r["flops"] for r in gemm) / sum(r["time_s"]["median"] for r in gemm)
+        out["gemm"] = _clamp(sum(r[mn.FLOPS] for r in gemm) / sum(r[mn.TIME_S]["median"] for r in gemm)
                              / peaks[gemm[0]["dtype"]])
-        out["gemm_by_flops"] = sorted([r["flops"], _clamp(r["flops_per_s"] / peaks[r["dtype"]])] for r in gemm)
+        out["gemm_by_flops"] = sorted([r[mn.FLOPS], _clamp(r[mn.FLOPS_PER_S] / peaks[r["dtype"]])] for r in gemm)
     best: dict[tuple[str, str], dict[str, Any]] = {}
     for r in rows:
         if r["class"] == "attention" and not r["op"].endswith("eager"):
             key = (r["shape"], r["pass"])
-            if key not in best or r["time_s"]["median"] < best[key]["time_s"]["median"]:
+            if key not in best or r[mn.TIME_S]["median"] < best[key][mn.TIME_S]["median"]:
                 best[key] = r
     if best:
         att = list(best.values())
-        out["attention"] = _clamp(sum(r["flops"] for r in att) / sum(r["time_s"]["median"] for r in att)
+        out["attention"] = _clamp(sum(r[mn.FLOPS] for r in att) / sum(r[mn.TIME_S]["median"] for r in att)
                                   / peaks[att[0]["dtype"]])
     mem = [r for r in rows if r["class"] == "memory"]
     if mem:
-        out["memory"] = _clamp(sum(r["bytes"] for r in mem) / sum(r["time_s"]["median"] for r in mem) / dram)
+        out["memory"] = _clamp(sum(r[mn.BYTES] for r in mem) / sum(r[mn.TIME_S]["median"] for r in mem) / dram)
     return out
 
 
@@ -163,14 +164,14 @@ def ceilings(cfg: OpsConfig, profile: dict[str, Any]) -> dict[str, Any]:
         source = "measured now, quickly (run `llmdissect peak` for the stored, longer measurement)"
         for d in {cfg.dtype, "fp32"} - set(peaks):
             sizes = {d: ((1024,) if d == "fp32" else (256,)) if dev == "cpu" else (4096,)}
-            peaks[d] = max(r["flops_per_s"] for r in pk.matmul_rows(dev, sizes, 0.3))
-        dram = dram or pk.copy_row(dev, (pk.COPY_BYTES_QUICK["cpu" if dev == "cpu" else "cuda"]), 0.3)["bytes_per_s"]
-    ladder = [(float(r["bytes"]), r["bytes_per_s"]) for r in (pk.copy_row(dev, n, 0.05) for n in LADDER_BYTES)]
+            peaks[d] = max(r[mn.FLOPS_PER_S] for r in pk.matmul_rows(dev, sizes, 0.3))
+        dram = dram or pk.copy_row(dev, (pk.COPY_BYTES_QUICK["cpu" if dev == "cpu" else "cuda"]), 0.3)[mn.BYTES_PER_S]
+    ladder = [(float(r[mn.BYTES]), r[mn.BYTES_PER_S]) for r in (pk.copy_row(dev, n, 0.05) for n in LADDER_BYTES)]
     if section.get("threads") and section["threads"] != torch.get_num_threads() and dev == "cpu":
         source += f"; measured with {section['threads']} threads, these operators with {torch.get_num_threads()}"
     return {"device_name": name, "peak_flops_per_s": {k: float(v) for k, v in peaks.items()},
             "memory_bandwidth_bytes_per_s": float(dram),
-            "source": source, "cache_ladder": [{"bytes": b, "bytes_per_s": bw} for b, bw in ladder]}
+            "source": source, "cache_ladder": [{mn.BYTES: b, mn.BYTES_PER_S: bw} for b, bw in ladder]}
 
 
 def run(config: dict[str, Any]) -> dict[str, Any]:
@@ -187,7 +188,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     cases, skipped = build_cases(cfg)
     report(config, 0, len(cases) + 1, "ceilings")
     ceil = ceilings(cfg, load_profile())
-    ladder = [(c["bytes"], c["bytes_per_s"]) for c in ceil["cache_ladder"]]
+    ladder = [(c[mn.BYTES], c[mn.BYTES_PER_S]) for c in ceil["cache_ladder"]]
     sync = (lambda: torch.cuda.synchronize()) if cfg.device.startswith("cuda") else None
     policy = LoopPolicy(warmup=2, min_iters=5, min_time_s=cfg.min_time_s)
     rows = []

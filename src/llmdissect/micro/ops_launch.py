@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmdissect.micro.ops_child import efficiencies
+import llmdissect.metric_names as mn
 from llmdissect.micro.ops_config import OpsConfig
 
 TARGET = "llmdissect.micro.ops_child:run"
@@ -42,7 +42,7 @@ def run_ops(cfg: OpsConfig, progress: bool = True, timeout_s: float = 1800, thre
     started = utc_now()
     child = run_with_progress(lambda c: run_child(TARGET, {**c, "passes": cfg.passes}, timeout_s=timeout_s,
                                                   threads=threads), config, "ops", progress)
-    record = record_from_child("ops", config, child, capture_env(), started_at=started)
+    record = record_from_child(mn.OPS, config, child, capture_env(), started_at=started)
     if record.status == "ok" and store_profile and record.metrics["efficiency"]:
         record.metrics["profile_path"] = str(update_profile(profile_update(record)))
     return record, child

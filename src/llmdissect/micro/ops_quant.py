@@ -7,7 +7,8 @@ returned beside the cases (the record lists it under `skipped`).
 from __future__ import annotations
 
 import importlib.util
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from llmdissect.micro.ops_cases import Maker, OpCase
 from llmdissect.perfmodel import op_costs as opc

@@ -14,6 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import llmdissect.metric_names as mn
+
 # Sizes per (device kind, dtype), full and quick. Half-precision products on CPUs without
 # native support are very slow, so those stay small; every size is reported as a row.
 CPU_SIZES = {"fp32": (256, 512, 1024, 2048), "bf16": (128, 256, 512)}
@@ -115,11 +117,11 @@ def matmul_rows(device: str, sizes: dict[str, tuple[int, ...]], min_time_s: floa
             b = torch.randn(n, n, generator=gen).to(device=device, dtype=tdtype)  # [n, n]
             out = torch.empty(n, n, device=device, dtype=tdtype)
             policy = LoopPolicy(warmup=2, min_iters=3, min_time_s=min_time_s)
-            res = measure_loop(lambda: torch.mm(a, b, out=out), policy, Timer(device, _sync(device)))
+            res = measure_loop(lambda a=a, b=b, out=out: torch.mm(a, b, out=out), policy, Timer(device, _sync(device)))
             st = res.stats
             flops = 2 * n ** 3  # n^2 outputs, n multiply-adds each
-            rows.append({"what": "matmul", "dtype": dtype, "n": n, "flops": flops, "time_s": st.to_dict(),
-                         "flops_per_s": flops / st.median})
+            rows.append({"what": "matmul", "dtype": dtype, "n": n, mn.FLOPS: flops, mn.TIME_S: st.to_dict(),
+                         mn.FLOPS_PER_S: flops / st.median})
             if progress:
                 progress()
     if device.startswith("cuda"):
@@ -140,5 +142,5 @@ def copy_row(device: str, nbytes: int, min_time_s: float, seed: int = 0) -> dict
                        Timer(device, _sync(device)))
     st = res.stats
     moved = 2 * src.numel() * 4
-    return {"what": "copy", "size_bytes": src.numel() * 4, "bytes": moved, "time_s": st.to_dict(),
-            "bytes_per_s": moved / st.median}
+    return {"what": "copy", mn.SIZE_BYTES: src.numel() * 4, mn.BYTES: moved, mn.TIME_S: st.to_dict(),
+            mn.BYTES_PER_S: moved / st.median}

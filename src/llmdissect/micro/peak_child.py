@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.micro import peak as pk
 
 
@@ -20,8 +21,8 @@ def summarize_device(rows: list[dict[str, Any]], copy: dict[str, Any]) -> dict[s
     """Best sustained (median-time) FLOP/s per dtype over the sizes, and the copy bandwidth."""
     best: dict[str, float] = {}
     for r in rows:
-        best[r["dtype"]] = max(best.get(r["dtype"], 0.0), r["flops_per_s"])
-    return {"peak_flops_per_s": best, "memory_bandwidth_bytes_per_s": copy["bytes_per_s"], "rows": rows + [copy]}
+        best[r["dtype"]] = max(best.get(r["dtype"], 0.0), r[mn.FLOPS_PER_S])
+    return {"peak_flops_per_s": best, "memory_bandwidth_bytes_per_s": copy[mn.BYTES_PER_S], "rows": rows + [copy]}
 
 
 def run(config: dict[str, Any]) -> dict[str, Any]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import llmdissect.metric_names as mn
+
 TARGET = "llmdissect.micro.peak_child:run"
 
 
@@ -57,13 +59,12 @@ def run_peak(quick: bool = False, devices: list[str] | None = None, min_time_s: 
     """Measure, make the `ops` record (config.what = peak), write the profile. Returns (record, child)."""
     from llmdissect.calibration_profile import update_profile
     from llmdissect.launch import run_child
+    from llmdissect.launch.child import default_threads
     from llmdissect.measure.devices import hardware_name
     from llmdissect.measure.env import capture_env
     from llmdissect.progress import run_with_progress
     from llmdissect.results.recording import record_from_child
     from llmdissect.results.schema import utc_now
-
-    from llmdissect.launch.child import default_threads
 
     devices = devices or visible_devices()
     threads = threads or default_threads(1)
@@ -73,7 +74,7 @@ def run_peak(quick: bool = False, devices: list[str] | None = None, min_time_s: 
     started = utc_now()
     child = run_with_progress(lambda c: run_child(TARGET, c, timeout_s=timeout_s, threads=threads), config, "peak",
                               progress)
-    record = record_from_child("ops", config, child, capture_env(), started_at=started)
+    record = record_from_child(mn.OPS, config, child, capture_env(), started_at=started)
     if record.status == "ok":
         add_catalogue(record.metrics)
         if store_profile and threads < default_threads(1):

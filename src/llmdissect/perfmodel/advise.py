@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 from llmdissect.perfmodel import weights as wt
 from llmdissect.perfmodel.ceilings import Machine
@@ -68,12 +69,14 @@ def train_space(kind: str, m: ModelSpec, mach: Machine, seq: int, e: float, *, r
     """Every valid training configuration, evaluated. `repeat` tiles the grid (benchmarks)."""
     devices = mach.platform.num_devices
     splits = parallel_splits(m, devices)
-    attns = (0, 1) if mach.platform.device.kind != "gpu" else (2, 1)  # sdpa | eager | flash (GPUs: flash is sdpa's kernel)
-    lora = (0,) if kind == "pretrain" else (0, *LORA_RANKS)
-    quants = ("none",) if kind == "pretrain" else ("none", "nf4")
+    # sdpa | eager | flash (GPUs: flash is sdpa's kernel)
+    attns = (0, 1) if mach.platform.device.kind != "gpu" else (2, 1)
+    lora = (0,) if kind == mn.PRETRAIN else (0, *LORA_RANKS)
+    quants = ("none",) if kind == mn.PRETRAIN else ("none", "nf4")
     g = _grid(split=np.arange(len(splits)), zero=ZEROS, off=(0, 1, 2), rc=(0, 1, 2), attn=attns,
               b=MICRO_BATCHES, ga=GRAD_ACCUMS, rank=lora, quant=np.arange(len(quants)))
-    valid = ((g["off"] < 1) | (g["zero"] >= 1)) & ((g["off"] < 2) | (g["zero"] == 3)) & ((g["quant"] == 0) | (g["rank"] > 0))
+    valid = (((g["off"] < 1) | (g["zero"] >= 1)) & ((g["off"] < 2) | (g["zero"] == 3))
+             & ((g["quant"] == 0) | (g["rank"] > 0)))
     g = {k: np.tile(v[valid], repeat) for k, v in g.items()}
     tp = np.array([s[0] for s in splits])[g["split"]]
     pp = np.array([s[1] for s in splits])[g["split"]]
@@ -92,15 +95,15 @@ def train_space(kind: str, m: ModelSpec, mach: Machine, seq: int, e: float, *, r
     calls = np.where(fsdp, m.num_layers // pp + 1, 1)
     t = train_time(m, mach, layer_weight_bytes=layer_bytes, sharded_calls=calls, **kw)
     host_cap = mach.platform.host_memory_bytes or np.inf
-    fits_dev = mem["total_bytes"] <= mach.platform.device.memory_bytes
+    fits_dev = mem[mn.TOTAL_BYTES] <= mach.platform.device.memory_bytes
     fits_host = mem["host_bytes"] * devices <= host_cap
-    results = {"total_bytes": mem["total_bytes"], "host_bytes": mem["host_bytes"] * devices,
-               "tokens_per_s": t["tokens_per_s"], "step_s": t["time"]["step_s"], "mfu": t["mfu"],
-               "fits_device": fits_dev, "fits_host": fits_host, "fits": fits_dev & fits_host}
+    results = {mn.TOTAL_BYTES: mem[mn.TOTAL_BYTES], "host_bytes": mem["host_bytes"] * devices,
+               mn.TOKENS_PER_S: t[mn.TOKENS_PER_S], mn.STEP_S: t[mn.TIME][mn.STEP_S], mn.MFU: t[mn.MFU],
+               "fits_device": fits_dev, "fits_host": fits_host, mn.FITS: fits_dev & fits_host}
     knobs = {"zero": g["zero"], "offload": np.array(OFFLOADS)[g["off"]], "recompute": np.array(RECOMPUTES)[g["rc"]],
              "attn": np.array(("sdpa", "eager", "flash"))[g["attn"]], "micro_batch": g["b"], "grad_accum": g["ga"],
              "tp": tp, "pp": pp}
-    if kind == "finetune":
+    if kind == mn.FINETUNE:
         knobs.update(lora_rank=g["rank"], quant=np.array(quants)[g["quant"]])
     return Space(knobs, results)
 
@@ -118,10 +121,10 @@ def infer_space(m: ModelSpec, mach: Machine, n_in: int, n_out: int, e: float, *,
     kw = dict(b=g["b"], n_in=n_in, n_out=n_out, e=e, eager=(g["attn"] == 1) * 1, tp=g["tp"])
     mem, _ = infer_memory(m, mach, weight_bytes=weights, **kw)
     t = infer_time(m, mach, dp=devices // g["tp"], layer_weights=layer, **kw)
-    fits = mem["total_bytes"] <= mach.platform.device.memory_bytes
-    results = {"total_bytes": mem["total_bytes"], "tokens_per_s": t["tokens_per_s"],
-               "ttft_s": t["time"]["ttft_s"], "tpot_s": t["time"]["tpot_s"], "mfu": t["mfu"],
-               "fits_device": fits, "fits": fits}
+    fits = mem[mn.TOTAL_BYTES] <= mach.platform.device.memory_bytes
+    results = {mn.TOTAL_BYTES: mem[mn.TOTAL_BYTES], mn.TOKENS_PER_S: t[mn.TOKENS_PER_S],
+               mn.TTFT_S: t[mn.TIME][mn.TTFT_S], mn.TPOT_S: t[mn.TIME][mn.TPOT_S], mn.MFU: t[mn.MFU],
+               "fits_device": fits, mn.FITS: fits}
     knobs = {"batch": g["b"], "tp": g["tp"], "quant": np.array(quants)[g["quant"]],
              "attn": np.array(("sdpa", "eager", "flash"))[g["attn"]]}
     return Space(knobs, results)
@@ -140,11 +143,11 @@ def ranking(space: Space, goal: str) -> np.ndarray:
     if goal not in GOALS:
         raise UserError(f"unknown --goal {goal!r}; choose one of {', '.join(GOALS)}")
     r = space.results
-    idx = np.flatnonzero(r["fits"])
+    idx = np.flatnonzero(r[mn.FITS])
     if goal == "throughput":
-        key = -r["tokens_per_s"][idx]
+        key = -r[mn.TOKENS_PER_S][idx]
     elif goal == "memory":
-        key = r["total_bytes"][idx]
+        key = r[mn.TOTAL_BYTES][idx]
     else:
-        key = r["tpot_s"][idx] if "tpot_s" in r else r["step_s"][idx]
+        key = r[mn.TPOT_S][idx] if mn.TPOT_S in r else r[mn.STEP_S][idx]
     return idx[np.argsort(key, kind="stable")]

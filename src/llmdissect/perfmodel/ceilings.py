@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 from llmdissect.perfmodel.comm import Network, default_latency_s
 from llmdissect.perfmodel.defaults import DEFAULT_EFFICIENCY, OP_FIXED_S_GPU, assumptions_for
@@ -123,8 +124,8 @@ def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None =
     fits = {}
     if applies:
         for op, fit in (profile.get("collectives", {}).get(backend) or {}).items():
-            if isinstance(fit, dict) and "alpha_s" in fit and "beta_s_per_byte" in fit:
-                fits[op] = (float(fit["alpha_s"]), float(fit["beta_s_per_byte"]), int(fit.get("nproc") or 0))
+            if isinstance(fit, dict) and mn.ALPHA_S in fit and mn.BETA_S_PER_BYTE in fit:
+                fits[op] = (float(fit[mn.ALPHA_S]), float(fit[mn.BETA_S_PER_BYTE]), int(fit.get("nproc") or 0))
     if link is not None:
         base, alpha = default_latency_s(link.kind)
         network = Network(link.unidirectional_bytes_per_s, alpha, eff["comm"], fits, base_s=base)
@@ -139,7 +140,8 @@ def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None =
     if isinstance(overrides, dict) and overrides:
         for k, v in overrides.items():
             if k not in assumptions:
-                raise UserError(f"calibration profile: unknown perfmodel assumption {k!r}; known: {', '.join(assumptions)}")
+                raise UserError(f"calibration profile: unknown perfmodel assumption {k!r}; "
+                                f"known: {', '.join(assumptions)}")
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
                 raise UserError(f"calibration profile: perfmodel.{k} must be a non-negative number, got {v!r}")
             assumptions[k] = float(v)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.dtypes import check_compute_dtype, dtype_bytes
 from llmdissect.errors import UserError
 from llmdissect.perfmodel.activations import ATTNS, RECOMPUTES
@@ -72,7 +73,7 @@ class TrainSetup:
     dp: int = field(init=False, default=1)
 
     def __post_init__(self) -> None:
-        _choice("kind", self.kind, ("pretrain", "finetune"))
+        _choice("kind", self.kind, mn.TRAIN_KINDS)
         check_compute_dtype(self.dtype)
         _positive(micro_batch=self.micro_batch, seq=self.seq, grad_accum=self.grad_accum)
         if self.zero not in (0, 1, 2, 3):
@@ -92,7 +93,7 @@ class TrainSetup:
             raise UserError(f"--lora-rank must be 0 (no LoRA) or positive, got {self.lora_rank}")
         quant = check_quant(self.quant)
         object.__setattr__(self, "quant", quant)
-        if self.kind == "pretrain" and (self.lora_rank or quant != "none"):
+        if self.kind == mn.PRETRAIN and (self.lora_rank or quant != "none"):
             raise UserError("pretrain trains every weight: --lora-rank and --quant apply to finetune only")
         if quant != "none" and not self.lora_rank:
             raise UserError(f"--quant {quant} freezes the base weights: give --lora-rank (QLoRA)")
@@ -169,4 +170,4 @@ class InferSetup:
         return {"model": self.model.name, "hardware": self.platform.name, "batch": self.batch,
                 "input_len": self.input_len, "output_len": self.output_len, "dtype": self.dtype, "attn": self.attn,
                 "cache": "dynamic", "quant": self.quant, "compile": False, "tp": self.tp,
-                "nproc": self.platform.num_devices, "kind_estimated": "infer"}
+                "nproc": self.platform.num_devices, "kind_estimated": mn.INFER}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.perfmodel import weights as wt
 from llmdissect.perfmodel.ceilings import Machine
 from llmdissect.perfmodel.config import InferSetup, TrainSetup
@@ -30,21 +31,21 @@ class Estimate:
 
     @property
     def fits(self) -> bool:
-        return bool(self.metrics["fits"])
+        return bool(self.metrics[mn.FITS])
 
     def verdict(self) -> str:
-        mem = self.metrics["memory"]
+        mem = self.metrics[mn.MEMORY]
         cap = self.metrics["device_memory_bytes"]
         gib = 2 ** 30
         if self.fits:
-            return (f"fits: {mem['total_bytes'] / gib:.2f} GiB of {cap / gib:.2f} GiB per device "
-                    f"({(cap - mem['total_bytes']) / gib:.2f} GiB to spare)")
-        over = mem["total_bytes"] - cap
+            return (f"fits: {mem[mn.TOTAL_BYTES] / gib:.2f} GiB of {cap / gib:.2f} GiB per device "
+                    f"({(cap - mem[mn.TOTAL_BYTES]) / gib:.2f} GiB to spare)")
+        over = mem[mn.TOTAL_BYTES] - cap
         host = self.metrics.get("host_fits")
         where = "device" if over > 0 else "host"
         if over <= 0 and host is False:
-            return f"does not fit: host memory needs {self.metrics['memory']['host_total_bytes'] / gib:.2f} GiB"
-        return (f"does not fit: {mem['total_bytes'] / gib:.2f} GiB needed per {where}, "
+            return f"does not fit: host memory needs {self.metrics[mn.MEMORY]['host_total_bytes'] / gib:.2f} GiB"
+        return (f"does not fit: {mem[mn.TOTAL_BYTES] / gib:.2f} GiB needed per {where}, "
                 f"{cap / gib:.2f} GiB available ({over / gib:.2f} GiB over)")
 
     def to_record(self, env: dict[str, Any] | None = None):
@@ -52,7 +53,7 @@ class Estimate:
 
         metrics = dict(self.metrics)
         metrics["notes"] = list(self.notes)
-        rec = RunRecord(kind="estimate", source="estimated", config=self.config, env=env or {}, metrics=metrics)
+        rec = RunRecord(kind=mn.ESTIMATE, source="estimated", config=self.config, env=env or {}, metrics=metrics)
         return rec.finish("ok")
 
 
@@ -75,7 +76,7 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
     memory = _plain(train_memory(m, mach, **kw))
     host_total = memory.pop("host_bytes") * setup.platform.num_devices
     memory["host_total_bytes"] = host_total
-    metrics: dict[str, Any] = {"memory": memory, "device_memory_bytes": setup.platform.device.memory_bytes,
+    metrics: dict[str, Any] = {mn.MEMORY: memory, "device_memory_bytes": setup.platform.device.memory_bytes,
                                "trainable_params": float(lora_params if lora else m.params),
                                "data_parallel": setup.dp}
     notes = _common_notes(mach)
@@ -84,17 +85,18 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
         metrics["comm_total_s"] = float(t.pop("comm_total_s"))
         metrics.update(_plain(t))
     else:
-        metrics.update(time=None, tokens_per_s=None, mfu=None)
+        metrics.update({mn.TIME: None, mn.TOKENS_PER_S: None, mn.MFU: None})
         from llmdissect.perfmodel import flops as fl
-        metrics["model_flops_per_token"] = float(fl.model_flops_per_token(m, setup.seq, lora_params))
-    fits = memory["total_bytes"] <= setup.platform.device.memory_bytes
+        metrics[mn.MODEL_FLOPS_PER_TOKEN] = float(fl.model_flops_per_token(m, setup.seq, lora_params))
+    fits = memory[mn.TOTAL_BYTES] <= setup.platform.device.memory_bytes
     host_cap = setup.platform.host_memory_bytes
     if setup.offload != "none":
         metrics["host_fits"] = None if host_cap is None else host_total <= host_cap
         fits = fits and metrics["host_fits"] is not False
-        notes.append(f"offload: {host_total / 2**30:.1f} GiB of optimizer states{' and parameters' if setup.offload == 'params' else ''} "
-                     f"in host memory ({'unknown host size' if host_cap is None else f'{host_cap / 2**30:.0f} GiB available'})")
-    metrics["fits"] = bool(fits)
+        notes.append(f"offload: {host_total / 2**30:.1f} GiB of optimizer states"
+                     f"{' and parameters' if setup.offload == 'params' else ''} in host memory "
+                     f"({'unknown host size' if host_cap is None else f'{host_cap / 2**30:.0f} GiB available'})")
+    metrics[mn.FITS] = bool(fits)
     notes.append("memory.total_bytes = params + optimizer + step_peak (activations and gradients as they meet in "
                  "backward) + other (framework allowance)")
     if quant != "none":
@@ -109,7 +111,7 @@ def estimate_infer(setup: InferSetup, mach: Machine) -> Estimate:
               eager=int(setup.attn == "eager"), tp=setup.tp)
     memory, max_batch = infer_memory(m, mach, weight_bytes=wt.model_weight_bytes(m, setup.quant, e), **kw)
     memory = _plain(memory)
-    metrics: dict[str, Any] = {"memory": memory, "device_memory_bytes": setup.platform.device.memory_bytes,
+    metrics: dict[str, Any] = {mn.MEMORY: memory, "device_memory_bytes": setup.platform.device.memory_bytes,
                                "max_batch": int(max_batch), "data_parallel": setup.dp}
     notes = _common_notes(mach)
     if mach.ceilings is not None:
@@ -117,11 +119,11 @@ def estimate_infer(setup: InferSetup, mach: Machine) -> Estimate:
         metrics.update(_plain(infer_time(m, mach, dp=setup.dp, layer_weights=layer_weights, **kw)))
         metrics["batch_sweep"] = _batch_sweep(setup, mach, kw, layer_weights, int(max_batch))
     else:
-        metrics.update(time=None, tokens_per_s=None, mfu=None)
-    metrics["fits"] = memory["total_bytes"] <= setup.platform.device.memory_bytes
+        metrics.update({mn.TIME: None, mn.TOKENS_PER_S: None, mn.MFU: None})
+    metrics[mn.FITS] = memory[mn.TOTAL_BYTES] <= setup.platform.device.memory_bytes
     notes.append(f"KV cache holds {setup.input_len + setup.output_len - 1} positions; decode costed at the mean "
                  f"context {setup.input_len + setup.output_len / 2:g}; up to {int(max_batch)} sequences fit")
-    return Estimate("infer", setup.config(), metrics, notes)
+    return Estimate(mn.INFER, setup.config(), metrics, notes)
 
 
 def _batch_sweep(setup: InferSetup, mach: Machine, kw: dict, layer_weights: int, max_batch: int) -> list[dict]:
@@ -132,8 +134,8 @@ def _batch_sweep(setup: InferSetup, mach: Machine, kw: dict, layer_weights: int,
     rows = []
     for b in batches:
         t = infer_time(setup.model, mach, dp=setup.dp, layer_weights=layer_weights, **{**kw, "b": b})
-        rows.append({"batch": b, "ttft_s": float(t["time"]["ttft_s"]), "tpot_s": float(t["time"]["tpot_s"]),
-                     "tokens_per_s": float(t["tokens_per_s"])})
+        rows.append({"batch": b, mn.TTFT_S: float(t[mn.TIME][mn.TTFT_S]), mn.TPOT_S: float(t[mn.TIME][mn.TPOT_S]),
+                     mn.TOKENS_PER_S: float(t[mn.TOKENS_PER_S])})
     return rows
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 from llmdissect.perfmodel import op_costs as opc
 from llmdissect.specs.models import ModelSpec
 
-
 # ---- forward FLOPs per token, per layer ------------------------------------------------
 
 def qkv_flops_fwd(m: ModelSpec):

@@ -9,6 +9,7 @@ the KV cache fills the memory left beside the weights (`max_batch`).
 """
 from __future__ import annotations
 
+import llmdissect.metric_names as mn
 from llmdissect.perfmodel import comm, kvcache
 from llmdissect.perfmodel import flops as fl
 from llmdissect.perfmodel.ceilings import Machine
@@ -33,9 +34,9 @@ def infer_memory(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, w
     usable = (mach.platform.device.memory_bytes - a["framework_context_bytes"]) / (1 + a["fragmentation_fraction"]) \
         - weights
     max_batch = (usable > 0) * usable // per_seq
-    return {"params_bytes": weights, "grads_bytes": 0 * weights, "optimizer_bytes": 0 * weights,
-            "activations_bytes": activations, "kv_cache_bytes": kv, "other_bytes": other,
-            "total_bytes": tensors + other}, max_batch
+    return {mn.PARAMS_BYTES: weights, mn.GRADS_BYTES: 0 * weights, mn.OPTIMIZER_BYTES: 0 * weights,
+            mn.ACTIVATIONS_BYTES: activations, mn.KV_CACHE_BYTES: kv, mn.OTHER_BYTES: other,
+            mn.TOTAL_BYTES: tensors + other}, max_batch
 
 
 def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp, layer_weights):
@@ -56,7 +57,7 @@ def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp,
     tpot = gemm + attn + head + fixed + comm.tensor_parallel_comm_s(net, b * m.hidden_size * e, tp, m.num_layers, 1)
     e2e = prefill + (n_out - 1) * tpot
     flops = b * n_in * fl.inference_flops_per_token(m, n_in / 2) + b * n_out * fl.inference_flops_per_token(m, ctx)
-    return {"time": {"ttft_s": prefill, "tpot_s": tpot, "e2e_latency_s": e2e},
-            "tokens_per_s": dp * b * n_out / e2e, "prefill_tokens_per_s": b * n_in / prefill,
-            "decode_tokens_per_s": b / tpot, "mfu": flops / (e2e * c.peak_flops_per_s * tp),
-            "model_flops_per_token": fl.inference_flops_per_token(m, ctx)}
+    return {mn.TIME: {mn.TTFT_S: prefill, mn.TPOT_S: tpot, mn.E2E_LATENCY_S: e2e},
+            mn.TOKENS_PER_S: dp * b * n_out / e2e, mn.PREFILL_TOKENS_PER_S: b * n_in / prefill,
+            mn.DECODE_TOKENS_PER_S: b / tpot, mn.MFU: flops / (e2e * c.peak_flops_per_s * tp),
+            mn.MODEL_FLOPS_PER_TOKEN: fl.inference_flops_per_token(m, ctx)}

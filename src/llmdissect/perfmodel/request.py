@@ -12,9 +12,10 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
+import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 
-KINDS = ("pretrain", "finetune", "infer")
+KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER)
 TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp", "lora_rank", "optimizer")
 INFER_ONLY = ("batch", "input_len", "output_len")
 POSITIVE = ("gpus", "tp", "pp", "micro_batch", "seq", "grad_accum", "batch", "input_len", "output_len")
@@ -75,7 +76,7 @@ def estimate_request(kind: str, **options: Any) -> EstimateRequest:
 
     if kind not in KINDS:
         raise UserError(f"unknown estimate kind {kind!r}; choose one of {', '.join(KINDS)}")
-    wrong = INFER_ONLY if kind != "infer" else TRAIN_ONLY
+    wrong = INFER_ONLY if kind != mn.INFER else TRAIN_ONLY
     given = [k for k in wrong if options.get(k) is not None]
     if given:
         raise UserError(f"--{given[0].replace('_', '-')} does not apply to `estimate {kind}`")
@@ -104,7 +105,7 @@ def run_estimate(request: EstimateRequest, calibration: str | os.PathLike | None
     profile = load_profile(calibration, required=calibration is not None)
     machine = machine_for(platform, dtype, profile, explicit=calibration is not None)
     common = dict(model=model, platform=platform, dtype=dtype, attn=r.attn, quant=r.quant, tp=r.tp)
-    if r.kind == "infer":
+    if r.kind == mn.INFER:
         setup = InferSetup(batch=r.batch or 1, input_len=r.input_len or 512, output_len=r.output_len or 128,
                            **common)
         return estimate_infer(setup, machine)

@@ -12,6 +12,7 @@ offload 0 none / 1 optimizer / 2 params, lora 0/1):
 """
 from __future__ import annotations
 
+import llmdissect.metric_names as mn
 from llmdissect.perfmodel import activations as act
 from llmdissect.perfmodel import comm, states
 from llmdissect.perfmodel import flops as fl
@@ -52,8 +53,8 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     tensors = params + o + step_peak
     other = framework_bytes(mach, tensors)
     host = states.host_bytes_per_device(psi, e, zero, dp, off, optimizer)
-    return {"params_bytes": params, "grads_bytes": g, "optimizer_bytes": o, "activations_bytes": activations,
-            "step_peak_bytes": step_peak, "other_bytes": other, "total_bytes": tensors + other,
+    return {mn.PARAMS_BYTES: params, mn.GRADS_BYTES: g, mn.OPTIMIZER_BYTES: o, mn.ACTIVATIONS_BYTES: activations,
+            "step_peak_bytes": step_peak, mn.OTHER_BYTES: other, mn.TOTAL_BYTES: tensors + other,
             "host_bytes": host}
 
 
@@ -99,12 +100,12 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     mfpt = fl.model_flops_per_token(m, s, lora * lora_params)
     hfpt = fl.hardware_flops_per_token(m, s, rc, lora * lora_params)
     peak_total = c.peak_flops_per_s * devices
-    return {"time": {"step_s": step, "forward_s": ga * fwd, "backward_s": ga * (bwd + recompute),
-                     "optimizer_s": optimizer_s + param_fetch, "comm_s": ga * (tp_comm + pp_comm) + exposed,
-                     "bubble_s": (pp - 1) * t_micro},
-            "tokens_per_s": tokens_per_s, "tokens_per_s_per_device": tokens_per_s / devices,
-            "mfu": tokens_per_s * mfpt / peak_total, "hfu": tokens_per_s * hfpt / peak_total,
-            "model_flops_per_token": mfpt, "comm_total_s": dp_comm}
+    return {mn.TIME: {mn.STEP_S: step, mn.FORWARD_S: ga * fwd, mn.BACKWARD_S: ga * (bwd + recompute),
+                      mn.OPTIMIZER_S: optimizer_s + param_fetch, mn.COMM_S: ga * (tp_comm + pp_comm) + exposed,
+                      "bubble_s": (pp - 1) * t_micro},
+            mn.TOKENS_PER_S: tokens_per_s, mn.TOKENS_PER_S_PER_DEVICE: tokens_per_s / devices,
+            mn.MFU: tokens_per_s * mfpt / peak_total, mn.HFU: tokens_per_s * hfpt / peak_total,
+            mn.MODEL_FLOPS_PER_TOKEN: mfpt, "comm_total_s": dp_comm}
 
 
 def shard_div(tp, pp):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import io
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C",
           "#CCB974", "#64B5CD"]
@@ -89,8 +89,8 @@ def bars(name: str, title: str, labels: Sequence[str], series: dict[str, Sequenc
     import numpy as np
 
     width_chars = max(10, 60 // max(1, len(labels)))
-    labels = [_wrap(l, width_chars) for l in labels]
-    fig, ax = _figure(name, height=3.2 + 0.16 * max(l.count("\n") for l in labels))
+    labels = [_wrap(label, width_chars) for label in labels]
+    fig, ax = _figure(name, height=3.2 + 0.16 * max(label.count("\n") for label in labels))
     x = np.arange(len(labels))
     width = 0.8 / max(1, len(series))
     for i, (sname, values) in enumerate(series.items()):
@@ -111,7 +111,7 @@ def stacked(name: str, title: str, labels: Sequence[str], parts: dict[str, Seque
     """Horizontal stacked bars: one bar per label, one segment per part."""
     import numpy as np
 
-    labels = [_wrap(l, 34) for l in labels]
+    labels = [_wrap(label, 34) for label in labels]
     fig, ax = _figure(name, width=7.5, height=max(1.5 + 0.45 * len(labels), 0.8 + 0.2 * len(parts)))
     y = np.arange(len(labels))
     left = np.zeros(len(labels))

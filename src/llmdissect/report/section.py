@@ -1,8 +1,9 @@
 """What a report is made of: sections holding findings (sentences), plots and tables."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from llmdissect.report.plots import Plot
 

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import platform
 
+import llmdissect.metric_names as mn
 from llmdissect.analysis import findings
 from llmdissect.report import plots
 from llmdissect.report.section import Section, Table
 from llmdissect.results.schema import RunRecord
 
 # metric -> (label with unit, scale from the metric's unit)
-SHOWN = {"step_time_s": ("step time (ms)", 1e3), "tokens_per_s": ("tokens/s", 1.0),
-         "peak_memory_bytes": ("peak memory (MiB)", 2**-20), "ttft_s": ("TTFT (ms)", 1e3),
-         "tpot_s": ("TPOT (ms)", 1e3), "decode_tokens_per_s": ("decode tokens/s", 1.0),
-         "busbw_bytes_per_s": ("bus bandwidth (GB/s)", 1e-9)}
+SHOWN = {mn.STEP_TIME_S: ("step time (ms)", 1e3), mn.TOKENS_PER_S: ("tokens/s", 1.0),
+         mn.PEAK_MEMORY_BYTES: ("peak memory (MiB)", 2**-20), mn.TTFT_S: ("TTFT (ms)", 1e3),
+         mn.TPOT_S: ("TPOT (ms)", 1e3), mn.DECODE_TOKENS_PER_S: ("decode tokens/s", 1.0),
+         mn.BUSBW_BYTES_PER_S: ("bus bandwidth (GB/s)", 1e-9)}
 
 
 def _get(metrics: dict, path: tuple[str, ...]) -> float | None:
@@ -33,15 +34,15 @@ def _get(metrics: dict, path: tuple[str, ...]) -> float | None:
 def estimates(records: list[RunRecord], estimate_missing: bool = True) -> Section | None:
     from llmdissect.analysis.validate import validate_records
 
-    ests = [r for r in records if r.kind == "estimate" and r.status == "ok"]
+    ests = [r for r in records if r.kind == mn.ESTIMATE and r.status == "ok"]
     measured = [r for r in records if r.source == "measured" and r.status == "ok"
-                and r.kind in ("pretrain", "finetune", "infer", "comm")]
+                and r.kind in (mn.PRETRAIN, mn.FINETUNE, mn.INFER, mn.COMM)]
     if not ests and not measured:
         return None
     here = {r.id for r in measured if r.env.get("hostname") == platform.node()}
     v = validate_records(measured, ests)
     pairs = [p for p in v.pairs if p.estimate not in ("computed",) or (estimate_missing and p.record_id in here)]
-    pairs = [p for p in pairs if p.kind != "comm" or (estimate_missing and p.record_id in here)]
+    pairs = [p for p in pairs if p.kind != mn.COMM or (estimate_missing and p.record_id in here)]
     if not pairs and not ests:
         return None
     sec = Section("estimates", "Estimates next to measurements",
@@ -80,7 +81,7 @@ def estimates(records: list[RunRecord], estimate_missing: bool = True) -> Sectio
         sec.tables.append(Table("Estimates without a measurement", ["kind", "model", "hardware", "tokens/s", "MFU",
                                                                      "memory (GiB)", "fits", "estimate id"],
                                 [(e.config.get("kind_estimated"), e.config.get("model"), e.config.get("hardware"),
-                                  e.metrics.get("tokens_per_s"), e.metrics.get("mfu"),
-                                  (_get(e.metrics, ("memory", "total_bytes")) or 0) / 2**30, e.metrics.get("fits"),
+                                  e.metrics.get(mn.TOKENS_PER_S), e.metrics.get(mn.MFU),
+                                  (_get(e.metrics, (mn.MEMORY, mn.TOTAL_BYTES)) or 0) / 2**30, e.metrics.get(mn.FITS),
                                   e.id) for e in unpaired]))
     return sec

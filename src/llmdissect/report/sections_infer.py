@@ -1,6 +1,7 @@
 """Report sections of inference (offline grid) and serving (latency against throughput)."""
 from __future__ import annotations
 
+import llmdissect.metric_names as mn
 from llmdissect.analysis import findings
 from llmdissect.analysis.compare import median_of, samples_of
 from llmdissect.report import plots
@@ -15,7 +16,7 @@ def _measured(r: RunRecord, key: str, scale: float = 1.0) -> findings.Measured:
 
 
 def inference(records: list[RunRecord]) -> Section | None:
-    runs = [r for r in ok(records, "infer") if median_of(r.metrics, "ttft_s") is not None]
+    runs = [r for r in ok(records, mn.INFER) if median_of(r.metrics, mn.TTFT_S) is not None]
     if not runs:
         return None
     sec = Section("inference", "Offline inference",
@@ -31,26 +32,27 @@ def inference(records: list[RunRecord]) -> Section | None:
         for batch in sorted({r.config.get("batch") for r in group}):
             pts = [r for r in group if r.config.get("batch") == batch]
             ttft_len[f"{tag} b={batch}"] = ([r.config.get("input_len") for r in pts],
-                                            [ms(median_of(r.metrics, "ttft_s")) for r in pts])
+                                            [ms(median_of(r.metrics, mn.TTFT_S)) for r in pts])
         for length in sorted({r.config.get("input_len") for r in group}):
             pts = [r for r in group if r.config.get("input_len") == length]
             tpot_batch[f"{tag} in={length}"] = ([r.config.get("batch") for r in pts],
-                                                [ms(median_of(r.metrics, "tpot_s")) for r in pts])
+                                                [ms(median_of(r.metrics, mn.TPOT_S)) for r in pts])
             dec_batch[f"{tag} in={length}"] = ([r.config.get("batch") for r in pts],
-                                               [median_of(r.metrics, "decode_tokens_per_s") for r in pts])
+                                               [median_of(r.metrics, mn.DECODE_TOKENS_PER_S) for r in pts])
             if len(pts) > 1:
                 sec.findings += findings.scaling(
                     f"Decode throughput of {tag} at prompt {length}",
-                    [(r.config["batch"], _measured(r, "decode_tokens_per_s")) for r in pts], "batch", "tokens/s", where)
+                    [(r.config["batch"], _measured(r, mn.DECODE_TOKENS_PER_S)) for r in pts], "batch", "tokens/s",
+                    where)
                 sec.findings += findings.scaling(
                     f"TPOT of {tag} at prompt {length}",
-                    [(r.config["batch"], _measured(r, "tpot_s", 1e3)) for r in pts], "batch", "ms", where)
+                    [(r.config["batch"], _measured(r, mn.TPOT_S, 1e3)) for r in pts], "batch", "ms", where)
         for batch in sorted({r.config.get("batch") for r in group}):
             pts = [r for r in group if r.config.get("batch") == batch]
             if len({r.config.get("input_len") for r in pts}) > 1:
                 sec.findings += findings.scaling(
                     f"TTFT of {tag} at batch {batch}",
-                    [(r.config["input_len"], _measured(r, "ttft_s", 1e3)) for r in pts], "prompt length", "ms", where)
+                    [(r.config["input_len"], _measured(r, mn.TTFT_S, 1e3)) for r in pts], "prompt length", "ms", where)
     sec.plots.append(plots.lines("infer-ttft", "Time to first token against prompt length", ttft_len,
                                  xlabel="prompt length (tokens)", ylabel="TTFT, median (ms)", logx=True,
                                  legend_title="model, batch"))
@@ -61,8 +63,8 @@ def inference(records: list[RunRecord]) -> Section | None:
                                  xlabel="batch size (sequences)", ylabel="decode throughput (tokens/s)", logx=True,
                                  legend_title="model, prompt"))
     rows = [(r.config.get("model"), r.config.get("quant"), r.config.get("batch"), r.config.get("input_len"),
-             r.config.get("output_len"), ms(median_of(r.metrics, "ttft_s")), ms(median_of(r.metrics, "tpot_s")),
-             median_of(r.metrics, "decode_tokens_per_s"), median_of(r.metrics, "prefill_tokens_per_s"),
+             r.config.get("output_len"), ms(median_of(r.metrics, mn.TTFT_S)), ms(median_of(r.metrics, mn.TPOT_S)),
+             median_of(r.metrics, mn.DECODE_TOKENS_PER_S), median_of(r.metrics, mn.PREFILL_TOKENS_PER_S),
              r.metrics.get("weights_bytes") and r.metrics["weights_bytes"] / 2**20) for r in runs]
     sec.tables.append(Table("Inference points", ["model", "quant", "batch", "prompt", "output", "TTFT (ms)",
                                                  "TPOT (ms)", "decode tokens/s", "prefill tokens/s",
@@ -76,7 +78,7 @@ def _rate(r: RunRecord) -> float:
 
 
 def serving(records: list[RunRecord]) -> Section | None:
-    runs = [r for r in ok(records, "serve") if r.metrics.get("request_throughput_per_s")]
+    runs = [r for r in ok(records, mn.SERVE) if r.metrics.get(mn.REQUEST_THROUGHPUT_PER_S)]
     if not runs:
         return None
     sec = Section("serving", "Serving",
@@ -89,9 +91,9 @@ def serving(records: list[RunRecord]) -> Section | None:
     rows = []
     for gi, (name, group) in enumerate(groups.items()):
         group = sorted(group, key=_rate)
-        x = [r.metrics["request_throughput_per_s"] for r in group]
+        x = [r.metrics[mn.REQUEST_THROUGHPUT_PER_S] for r in group]
         series = {}
-        for metric, label in (("ttft_s", "TTFT"), ("e2e_latency_s", "end-to-end")):
+        for metric, label in ((mn.TTFT_S, "TTFT"), (mn.E2E_LATENCY_S, "end-to-end")):
             for q in ("median", "p99"):
                 ys = [(r.metrics.get(metric) or {}).get(q) for r in group]
                 if any(y is not None for y in ys):
@@ -100,16 +102,16 @@ def serving(records: list[RunRecord]) -> Section | None:
         sec.plots.append(plots.lines(f"serve-latency-{gi}", f"Latency against throughput: {name}", series,
                                      xlabel="achieved throughput (requests/s)", ylabel="latency (ms)",
                                      legend_title="percentile"))
-        sec.findings += findings.serving([(_rate(r), r.metrics["request_throughput_per_s"],
-                                           (r.metrics.get("ttft_s") or {}).get("median") or 0.0,
-                                           (r.metrics.get("ttft_s") or {}).get("p99") or 0.0) for r in group], name)
+        sec.findings += findings.serving([(_rate(r), r.metrics[mn.REQUEST_THROUGHPUT_PER_S],
+                                           (r.metrics.get(mn.TTFT_S) or {}).get("median") or 0.0,
+                                           (r.metrics.get(mn.TTFT_S) or {}).get("p99") or 0.0) for r in group], name)
         for r in group:
             m = r.metrics
             rows.append((name, "unbounded" if _rate(r) == float("inf") else _rate(r), m.get("completed"),
-                         m["request_throughput_per_s"], m.get("output_tokens_per_s"),
-                         ms((m.get("ttft_s") or {}).get("median")), ms((m.get("ttft_s") or {}).get("p99")),
-                         ms((m.get("tpot_s") or {}).get("median")), ms((m.get("tpot_s") or {}).get("p99")),
-                         m.get("goodput_per_s")))
+                         m[mn.REQUEST_THROUGHPUT_PER_S], m.get(mn.OUTPUT_TOKENS_PER_S),
+                         ms((m.get(mn.TTFT_S) or {}).get("median")), ms((m.get(mn.TTFT_S) or {}).get("p99")),
+                         ms((m.get(mn.TPOT_S) or {}).get("median")), ms((m.get(mn.TPOT_S) or {}).get("p99")),
+                         m.get(mn.GOODPUT_PER_S)))
     sec.tables.append(Table("Serving runs", ["server", "offered rate (req/s)", "completed", "requests/s",
                                              "output tokens/s", "TTFT p50 (ms)", "TTFT p99 (ms)", "TPOT p50 (ms)",
                                              "TPOT p99 (ms)", "goodput (req/s)"], rows))

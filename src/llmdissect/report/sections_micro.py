@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.analysis import findings
 from llmdissect.report import plots
 from llmdissect.report.section import Section, Table
@@ -12,14 +13,14 @@ from llmdissect.results.schema import RunRecord
 
 
 def _is_peak(r: RunRecord) -> bool:
-    return r.kind == "ops" and r.config.get("what") == "peak"
+    return r.kind == mn.OPS and r.config.get("what") == "peak"
 
 
 def measured_ceilings(records: list[RunRecord], profile: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """device -> {peak_flops_per_s: {dtype: x}, memory_bandwidth_bytes_per_s: y, source}: the latest
     `peak` record of the selection, else the calibration profile of this machine."""
     out: dict[str, dict[str, Any]] = {}
-    for r in ok(records, "ops"):
+    for r in ok(records, mn.OPS):
         if _is_peak(r):
             for dev, d in (r.metrics.get("devices") or {}).items():
                 out[dev] = {"peak_flops_per_s": d.get("peak_flops_per_s") or {},
@@ -84,7 +85,7 @@ def failures(records: list[RunRecord]) -> Section | None:
 
 
 def operators(records: list[RunRecord], profile: dict[str, Any]) -> Section | None:
-    runs = [r for r in ok(records, "ops") if not _is_peak(r) and r.metrics.get("rows")]
+    runs = [r for r in ok(records, mn.OPS) if not _is_peak(r) and r.metrics.get("rows")]
     if not runs:
         return None
     sec = Section("operators", "Operators on the roofline",
@@ -92,7 +93,7 @@ def operators(records: list[RunRecord], profile: dict[str, Any]) -> Section | No
                   "measured ceilings: min(peak FLOP/s, intensity x memory bandwidth).")
     ceil = measured_ceilings(records, profile)
     for i, r in enumerate(runs):
-        rows = [row for row in r.metrics["rows"] if row.get("intensity") and row.get("flops_per_s")]
+        rows = [row for row in r.metrics["rows"] if row.get(mn.INTENSITY) and row.get(mn.FLOPS_PER_S)]
         if not rows:
             continue
         c = r.metrics.get("ceilings") or {}
@@ -108,15 +109,15 @@ def operators(records: list[RunRecord], profile: dict[str, Any]) -> Section | No
         series: dict[str, tuple[list, list]] = {}
         for row in rows:
             xs, ys = series.setdefault(f"{row.get('class') or row['op']} ({row.get('pass', 'fwd')})", ([], []))
-            xs.append(row["intensity"])
-            ys.append(row["flops_per_s"])
+            xs.append(row[mn.INTENSITY])
+            ys.append(row[mn.FLOPS_PER_S])
         where = f"{r.config.get('model', '')} on {machine(r.env)}"
         if peak and bw:
             sec.plots.append(plots.roofline(f"roofline-{i}", f"Roofline: {where}", {dtype: (peak, bw)}, series))
-            sec.findings += findings.roofline([(f"{row['op']} {row.get('pass', '')}".strip(), row["intensity"],
-                                                row["flops_per_s"], row.get("peak_fraction")) for row in rows],
+            sec.findings += findings.roofline([(f"{row['op']} {row.get('pass', '')}".strip(), row[mn.INTENSITY],
+                                                row[mn.FLOPS_PER_S], row.get(mn.PEAK_FRACTION)) for row in rows],
                                               peak, bw, dtype)
-            above = [row for row in rows if row["flops_per_s"] > min(peak, row["intensity"] * bw) * 1.02]
+            above = [row for row in rows if row[mn.FLOPS_PER_S] > min(peak, row[mn.INTENSITY] * bw) * 1.02]
             if above:
                 sec.findings.append(f"{len(above)} of {len(rows)} rows ran above these ceilings (from cache, or the "
                                     f"ceilings were measured on a busier machine); their fraction of roofline is "
@@ -125,19 +126,19 @@ def operators(records: list[RunRecord], profile: dict[str, Any]) -> Section | No
             sec.plots.append(plots.lines(f"roofline-{i}", f"Operators (no ceilings measured): {where}", series,
                                          xlabel="arithmetic intensity (FLOP/byte)", ylabel="achieved (FLOP/s)",
                                          logx=True, logy=True, markers_only=True, legend_title="operator"))
-        top = sorted(rows, key=lambda row: -(row.get("time_s") or {}).get("median", 0))[:12]
+        top = sorted(rows, key=lambda row: -(row.get(mn.TIME_S) or {}).get("median", 0))[:12]
         sec.tables.append(Table(f"Slowest operators: {where}", ["op", "pass", "shape", "dtype", "median (ms)",
                                                                 "GFLOP/s", "GB/s", "of roofline"],
                                 [(row["op"], row.get("pass"), row.get("shape"), row.get("dtype"),
-                                  (row.get("time_s") or {}).get("median", 0) * 1e3, row["flops_per_s"] / 1e9,
-                                  (row.get("bytes_per_s") or 0) / 1e9,
-                                  f"{row['peak_fraction']:.0%}" if row.get("peak_fraction") else None)
+                                  (row.get(mn.TIME_S) or {}).get("median", 0) * 1e3, row[mn.FLOPS_PER_S] / 1e9,
+                                  (row.get(mn.BYTES_PER_S) or 0) / 1e9,
+                                  f"{row[mn.PEAK_FRACTION]:.0%}" if row.get(mn.PEAK_FRACTION) else None)
                                  for row in top]))
     return sec if sec.plots else None
 
 
 def collectives(records: list[RunRecord]) -> Section | None:
-    runs = [r for r in ok(records, "comm") if r.metrics.get("rows")]
+    runs = [r for r in ok(records, mn.COMM) if r.metrics.get("rows")]
     if not runs:
         return None
     sec = Section("collectives", "Collectives",
@@ -149,7 +150,7 @@ def collectives(records: list[RunRecord]) -> Section | None:
         for row in r.metrics["rows"]:
             if row.get("op") in has_oop and row.get("placement") != "out-of-place":
                 continue  # the fit's rows: out-of-place where both placements exist
-            per_op.setdefault(row["op"], []).append((row["size_bytes"], row["busbw_bytes_per_s"]))
+            per_op.setdefault(row["op"], []).append((row[mn.SIZE_BYTES], row[mn.BUSBW_BYTES_PER_S]))
         where = f"{r.config.get('backend', '')} x{r.config.get('nproc', '?')} on {machine(r.env)}"
         series = {op: ([s for s, _ in v], [b / 1e9 for _, b in v]) for op, v in per_op.items()}
         sec.plots.append(plots.lines(f"comm-busbw-{i}", f"Bus bandwidth: {where}", series,
@@ -159,6 +160,7 @@ def collectives(records: list[RunRecord]) -> Section | None:
         fits = r.metrics.get("fits") or {}
         if fits:
             sec.tables.append(Table(f"Alpha-beta fits: {where}", ["op", "alpha (us)", "beta (GB/s)", "fit error"],
-                                    [(op, f["alpha_s"] * 1e6, 1 / f["beta_s_per_byte"] / 1e9 if f.get("beta_s_per_byte")
-                                      else None, f"{f['fit_error']:.0%}") for op, f in fits.items()]))
+                                    [(op, f[mn.ALPHA_S] * 1e6,
+                                      1 / f[mn.BETA_S_PER_BYTE] / 1e9 if f.get(mn.BETA_S_PER_BYTE) else None,
+                                      f"{f[mn.FIT_ERROR]:.0%}") for op, f in fits.items()]))
     return sec

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.analysis import findings
 from llmdissect.analysis.compare import bootstrap_ci, median_of, samples_of
 from llmdissect.report import plots
@@ -14,7 +15,7 @@ from llmdissect.results.schema import RunRecord
 TECHNIQUES = {"engine": "single", "nproc": 1, "zero": 0, "offload": "none", "recompute": "none", "method": "full",
               "quant": "none", "optimizer": "adamw", "attn": "sdpa", "compile": False, "grad_accum": 1,
               "micro_batch": None, "tp": 1, "pp": 1}
-PHASES = ("forward_s", "backward_s", "optimizer_s", "comm_s")
+PHASES = (mn.FORWARD_S, mn.BACKWARD_S, mn.OPTIMIZER_S, mn.COMM_S)
 
 
 def _departures(r: RunRecord) -> int:
@@ -34,7 +35,7 @@ def technique_label(r: RunRecord, base: RunRecord | None = None) -> str:
 
 def throughput_samples(m: dict[str, Any]) -> list[float] | None:
     """tokens/s of each step (analysis.compare.samples_of)."""
-    return samples_of(m, "tokens_per_s")
+    return samples_of(m, mn.TOKENS_PER_S)
 
 
 def _groups(records: list[RunRecord]) -> dict[tuple, list[RunRecord]]:
@@ -46,7 +47,7 @@ def _groups(records: list[RunRecord]) -> dict[tuple, list[RunRecord]]:
 
 
 def ablations(records: list[RunRecord]) -> Section | None:
-    runs = ok(records, "pretrain", "finetune")
+    runs = ok(records, *mn.TRAIN_KINDS)
     groups = {k: v for k, v in _groups(runs).items() if len(v) > 1}
     if not groups:
         return None
@@ -61,9 +62,9 @@ def ablations(records: list[RunRecord]) -> Section | None:
         entries = [(f"{base.kind} baseline ({technique_label(base)})", base)] + [
             (f"{r.kind} {technique_label(r, base)}", r) for r in others]
         labels = [label for label, _ in entries]
-        tput = [r.metrics.get("tokens_per_s") for _, r in entries]
+        tput = [r.metrics.get(mn.TOKENS_PER_S) for _, r in entries]
         cis = [bootstrap_ci(s) if (s := throughput_samples(r.metrics)) and len(s) > 1 else None for _, r in entries]
-        mem = [mib(r.metrics.get("peak_memory_bytes")) for _, r in entries]
+        mem = [mib(r.metrics.get(mn.PEAK_MEMORY_BYTES)) for _, r in entries]
         title = f"{model}, seq {seq}, {dtype} on {where}"
         sec.plots.append(plots.bars(f"ablation-throughput-{gi}", f"Training throughput: {title}", labels,
                                     {"tokens/s (median step)": tput}, errors={"tokens/s (median step)": cis},
@@ -71,22 +72,22 @@ def ablations(records: list[RunRecord]) -> Section | None:
                                     legend_title="metric"))
         sec.plots.append(plots.bars(f"ablation-memory-{gi}", f"Peak memory: {title}", labels,
                                     {"peak live tensors (MiB)": mem,
-                                     "peak RSS (MiB)": [mib(r.metrics.get("peak_rss_bytes")) for _, r in entries]},
+                                     "peak RSS (MiB)": [mib(r.metrics.get(mn.PEAK_RSS_BYTES)) for _, r in entries]},
                                     ylabel="peak memory (MiB)", xlabel="technique (vs baseline)",
                                     legend_title="metric"))
-        measured = [findings.Measured(label, r.metrics.get("tokens_per_s") or 0.0, throughput_samples(r.metrics),
-                                      r.metrics.get("peak_memory_bytes")) for label, r in entries]
+        measured = [findings.Measured(label, r.metrics.get(mn.TOKENS_PER_S) or 0.0, throughput_samples(r.metrics),
+                                      r.metrics.get(mn.PEAK_MEMORY_BYTES)) for label, r in entries]
         sec.findings += findings.ablation(measured[0], measured[1:], f"{model} (seq {seq}), {where}")
         for (label, r), t, m in zip(entries, tput, mem):
             rows.append((model, label, r.config.get("micro_batch"), r.metrics.get("world_size"), t,
-                         ms(median_of(r.metrics, "step_time_s")), m, r.metrics.get("mfu"), r.id))
+                         ms(median_of(r.metrics, mn.STEP_TIME_S)), m, r.metrics.get(mn.MFU), r.id))
     sec.tables.append(Table("Runs compared", ["model", "technique", "micro batch", "processes", "tokens/s",
                                               "step median (ms)", "peak memory (MiB)", "MFU", "run id"], rows))
     return sec
 
 
 def breakdown(records: list[RunRecord]) -> Section | None:
-    runs = [r for r in ok(records, "pretrain", "finetune") if median_of(r.metrics, "forward_s") is not None]
+    runs = [r for r in ok(records, *mn.TRAIN_KINDS) if median_of(r.metrics, mn.FORWARD_S) is not None]
     modules = [r for r in records if r.status == "ok" and _module_values(r.metrics)]
     if not runs and not modules:
         return None
@@ -100,7 +101,7 @@ def breakdown(records: list[RunRecord]) -> Section | None:
             label = f"{r.kind} {r.config.get('model')} {technique_label(r)} ({r.id[:6]})"
             labels.append(label)
             meds = {p[:-2]: median_of(r.metrics, p) for p in PHASES}
-            step = median_of(r.metrics, "step_time_s") or 0.0
+            step = median_of(r.metrics, mn.STEP_TIME_S) or 0.0
             other = max(0.0, step - sum(v for v in meds.values() if v))
             for p, v in meds.items():
                 parts[p].append(ms(v) or 0.0)
@@ -109,7 +110,8 @@ def breakdown(records: list[RunRecord]) -> Section | None:
             rows.append((label, *(ms(v) for v in meds.values()), ms(other), ms(step)))
         parts = {p: v for p, v in parts.items() if any(v)}
         sec.plots.append(plots.stacked("breakdown-phases", "Where a training step's time goes", labels, parts,
-                                       xlabel="median time (ms)", ylabel="run (kind, model, technique, id)", legend_title="phase"))
+                                       xlabel="median time (ms)", ylabel="run (kind, model, technique, id)",
+                                       legend_title="phase"))
         sec.findings += findings.breakdown(finding_rows)
         sec.tables.append(Table("Phase medians (ms)", ["run", "forward", "backward", "optimizer", "comm", "other",
                                                        "step"], rows))
@@ -133,7 +135,8 @@ def breakdown(records: list[RunRecord]) -> Section | None:
                                        legend_title="module"))
         ranked = sorted(shares, key=lambda n: -sum(shares[n]))
         sec.findings.append("Under the profiler, " + ", ".join(
-            f"{n} takes {min(shares[n]):.0f}-{max(shares[n]):.0f} %" if len(modules) > 1 else f"{n} {shares[n][0]:.0f} %"
+            f"{n} takes {min(shares[n]):.0f}-{max(shares[n]):.0f} %" if len(modules) > 1
+            else f"{n} {shares[n][0]:.0f} %"
             for n in ranked[:3]) + f" of the step ({len(modules)} dissected run(s)).")
         overhead = [r.metrics.get("profiling_overhead") for r in modules if r.metrics.get("profiling_overhead")]
         if overhead:

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable
+from typing import Any
 
 from llmdissect.errors import UserError
 from llmdissect.results.schema import RunRecord

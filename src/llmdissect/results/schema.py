@@ -8,10 +8,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from llmdissect.version import __version__
 from llmdissect.errors import UserError
+from llmdissect.metric_names import KINDS  # the record kinds, defined once
+from llmdissect.version import __version__
 
-KINDS = ("pretrain", "finetune", "infer", "serve", "ops", "comm", "estimate", "plan")
 SOURCES = ("measured", "estimated")
 STATUSES = ("ok", "failed", "oom", "timeout", "skipped")
 
@@ -50,7 +50,7 @@ class RunRecord:
         if self.status not in STATUSES:
             raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
 
-    def finish(self, status: str | None = None, error: str | None = None) -> "RunRecord":
+    def finish(self, status: str | None = None, error: str | None = None) -> RunRecord:
         if status is not None:
             if status not in STATUSES:
                 raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
@@ -67,7 +67,7 @@ class RunRecord:
         return json.dumps(self.to_dict(), allow_nan=False, **kwargs)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "RunRecord":
+    def from_dict(cls, data: dict[str, Any]) -> RunRecord:
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         try:
             return cls(**known)

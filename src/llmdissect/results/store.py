@@ -100,7 +100,7 @@ class ResultStore:
     def close(self) -> None:
         self._conn.close()
 
-    def __enter__(self) -> "ResultStore":
+    def __enter__(self) -> ResultStore:
         return self
 
     def __exit__(self, *exc: object) -> None:

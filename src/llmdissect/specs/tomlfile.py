@@ -1,9 +1,10 @@
 """Reading a TOML spec file with errors a user can act on."""
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from llmdissect.errors import UserError
 

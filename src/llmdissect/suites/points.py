@@ -5,18 +5,17 @@ Whatever happens to a point (ok, failed, oom, timeout, skipped) it ends as one r
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
+import llmdissect.metric_names as mn
+from llmdissect.analysis.predict import Prediction, predict_measured
 from llmdissect.errors import UserError
 from llmdissect.results.schema import RunRecord
-from llmdissect.analysis.predict import Prediction, predict_measured
 from llmdissect.suites.spec import Point
 
 DEFAULT_TIMEOUT_S = 1800.0
-INFER_DEFAULTS = dict(batch=1, input_len=128, output_len=64, dtype="fp32", attn="sdpa", cache="dynamic",
-                      quant="none", compile=False, warmup=1, repeats=3, seed=0, device="auto")
-COMM_KEYS = ("ops", "min_bytes", "max_bytes", "factor", "dtype", "iters", "warmup", "backend", "nproc")
 SERVE_TARGET = "llmdissect.suites.serve_point:run"
 
 
@@ -40,8 +39,8 @@ class Planned:
 
 def plan_point(point: Point) -> Planned:
     """Everything decided before anything runs (no torch, no child)."""
-    planner = {"pretrain": _plan_train, "finetune": _plan_train, "infer": _plan_infer, "comm": _plan_comm,
-               "serve": _plan_serve, "ops": _plan_ops, "estimate": _plan_estimate}[point.kind]
+    planner = {mn.PRETRAIN: _plan_train, mn.FINETUNE: _plan_train, mn.INFER: _plan_infer, mn.COMM: _plan_comm,
+               mn.SERVE: _plan_serve, mn.OPS: _plan_ops, mn.ESTIMATE: _plan_estimate}[point.kind]
     return planner(Planned(point))
 
 
@@ -69,29 +68,32 @@ def _plan_train(p: Planned) -> Planned:
 
 
 def _plan_infer(p: Planned) -> Planned:
+    from llmdissect.suites.kinds import infer_defaults
+    from llmdissect.workloads.infer_config import GRID_FIELDS
     from llmdissect.workloads.infer_launch import expand_grid, skip_reason
 
-    o = {**INFER_DEFAULTS, **p.point.options}
+    o = {**infer_defaults(), **p.point.options}
     p.config = dict(o)
     try:
-        p.config = expand_grid(**{k: ([v] if k in ("batch", "input_len", "output_len", "cache", "quant") else v)
-                                  for k, v in o.items()})[0]
+        point = expand_grid(**{k: ([v] if k in GRID_FIELDS else v) for k, v in o.items()})[0]
     except UserError as e:
         p.skip = f"cannot run here: {e}"
         return p
-    p.skip = skip_reason(p.config)
-    p.prediction = predict_measured("infer", p.config)
+    p.config, p.work = point.to_config(), point
+    p.skip = skip_reason(point)
+    p.prediction = predict_measured(mn.INFER, p.config)
     if p.prediction.fits is False and not p.skip:
         p.skip, p.fit_skip = f"estimator: {p.prediction.reason}", True
     return p
 
 
 def _plan_comm(p: Planned) -> Planned:
-    from llmdissect.micro.comm_launch import CommRequest, build_config
+    from llmdissect.micro.comm_config import CommRequest
+    from llmdissect.micro.comm_launch import build_config
 
     o = {k: (str(v) if k in ("min_bytes", "max_bytes") else v) for k, v in p.point.options.items()}
     p.config = dict(o)
-    req = CommRequest(**{k: o[k] for k in COMM_KEYS if k in o})
+    req = CommRequest(**o)  # the suite's comm options are CommRequest fields (suites.kinds)
     try:
         p.config = build_config(req)
     except UserError as e:
@@ -144,9 +146,9 @@ def run_planned(p: Planned, *, timeout_s: float | None, max_memory: str | None, 
         from llmdissect.units import parse_bytes
 
         limit = parse_bytes(limit_text, "max_memory")
-    runner: Callable[..., RunRecord] = {"pretrain": _run_train, "finetune": _run_train, "infer": _run_infer,
-                                        "comm": _run_comm, "serve": _run_serve, "ops": _run_ops,
-                                        "estimate": _run_estimate}[p.point.kind]
+    runner: Callable[..., RunRecord] = {mn.PRETRAIN: _run_train, mn.FINETUNE: _run_train, mn.INFER: _run_infer,
+                                        mn.COMM: _run_comm, mn.SERVE: _run_serve, mn.OPS: _run_ops,
+                                        mn.ESTIMATE: _run_estimate}[p.point.kind]
     try:
         return runner(p, timeout, limit)
     except UserError as e:  # bad input found only at run time: this point fails, the suite goes on
@@ -169,14 +171,14 @@ def _run_infer(p: Planned, timeout: float, limit: int | None) -> RunRecord:
 
     started = utc_now()
     child = run_child(TARGET, p.config, timeout_s=timeout, max_memory_bytes=limit)
-    return record_from_child("infer", p.config, child, capture_env(), started_at=started)
+    return record_from_child(mn.INFER, p.config, child, capture_env(), started_at=started)
 
 
 def _run_comm(p: Planned, timeout: float, limit: int | None) -> RunRecord:
     from llmdissect.micro.comm_launch import run_comm
 
-    p.work.timeout_s = timeout
-    record, _ = run_comm(p.config, p.work, progress=False)  # the suite shows its own bar
+    req = p.work.model_copy(update={"timeout_s": timeout})
+    record, _ = run_comm(p.config, req, progress=False)  # the suite shows its own bar
     return record
 
 
@@ -198,7 +200,7 @@ def _run_serve(p: Planned, timeout: float, limit: int | None) -> RunRecord:
     child = run_child(SERVE_TARGET, p.config, timeout_s=timeout, max_memory_bytes=limit)
     if child.status == "ok" and child.result and "record" in child.result:
         return RunRecord.from_dict(child.result["record"])
-    return record_from_child("serve", p.config, child, capture_env(), started_at=started)
+    return record_from_child(mn.SERVE, p.config, child, capture_env(), started_at=started)
 
 
 def _run_estimate(p: Planned, timeout: float, limit: int | None) -> RunRecord:
@@ -217,5 +219,5 @@ def predict_estimate(options: dict[str, Any]) -> Prediction:
     except UserError as e:
         return Prediction(reason=str(e))
     m = est.metrics
-    return Prediction(fits=est.fits, reason=None if est.fits else est.verdict(), tokens_per_s=m.get("tokens_per_s"),
-                      memory_bytes=m["memory"]["total_bytes"], estimate=est)
+    return Prediction(fits=est.fits, reason=None if est.fits else est.verdict(), tokens_per_s=m.get(mn.TOKENS_PER_S),
+                      memory_bytes=m[mn.MEMORY][mn.TOTAL_BYTES], estimate=est)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import importlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from llmdissect.errors import UserError
 from llmdissect.results.schema import RunRecord

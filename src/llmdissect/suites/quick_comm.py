@@ -2,13 +2,15 @@
 1 KiB to 16 MiB (nccl-tests semantics, every result checked), about 20 s on 2 cores."""
 from __future__ import annotations
 
+import llmdissect.metric_names as mn
 from llmdissect.suites.quick import QuickContext, QuickStep
 
 QUICK_SIZES = ("1K", "16M")
 
 
 def _comm(ctx: QuickContext) -> None:
-    from llmdissect.micro.comm_launch import CommRequest, build_config, run_comm, store_fits
+    from llmdissect.micro.comm_config import CommRequest
+    from llmdissect.micro.comm_launch import build_config, run_comm, store_fits
 
     req = CommRequest(ops="all_reduce,all_gather", min_bytes=QUICK_SIZES[0], max_bytes=QUICK_SIZES[1], factor=2,
                       iters=10, warmup=2, backend="gloo", nproc=2, timeout_s=240)
@@ -27,13 +29,13 @@ def summary(metrics: dict) -> str:
     parts = []
     for op, fit in metrics["fits"].items():
         rows = [r for r in metrics["rows"] if r["op"] == op]
-        by_size = {r["size_bytes"]: r for r in rows if r["placement"] == rows[0]["placement"]}  # as the fit
+        by_size = {r[mn.SIZE_BYTES]: r for r in rows if r["placement"] == rows[0]["placement"]}  # as the fit
         mid = min(by_size, key=lambda s: abs(s - 2**20))
         top = max(by_size)
-        parts.append(f"{op} busbw {by_size[mid]['busbw_bytes_per_s'] / 1e9:.2f} GB/s at {mid / 2**20:.2g} MiB, "
-                     f"{by_size[top]['busbw_bytes_per_s'] / 1e9:.2f} GB/s at {top / 2**20:.3g} MiB, "
-                     f"alpha {fit['alpha_s'] * 1e6:.0f} us, fit error {fit['fit_error']:.0%}")
-    return "; ".join(parts) + f"; avg busbw {metrics['avg_busbw_bytes_per_s'] / 1e9:.2f} GB/s"
+        parts.append(f"{op} busbw {by_size[mid][mn.BUSBW_BYTES_PER_S] / 1e9:.2f} GB/s at {mid / 2**20:.2g} MiB, "
+                     f"{by_size[top][mn.BUSBW_BYTES_PER_S] / 1e9:.2f} GB/s at {top / 2**20:.3g} MiB, "
+                     f"alpha {fit[mn.ALPHA_S] * 1e6:.0f} us, fit error {fit[mn.FIT_ERROR]:.0%}")
+    return "; ".join(parts) + f"; avg busbw {metrics[mn.AVG_BUSBW_BYTES_PER_S] / 1e9:.2f} GB/s"
 
 
 def quick_steps() -> list[QuickStep]:

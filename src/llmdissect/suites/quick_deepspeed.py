@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 
+import llmdissect.metric_names as mn
 from llmdissect.suites.quick import QuickContext, QuickStep
 
 OPTIONS = dict(model="tiny-llama", seq=128, steps=3, warmup=1, device="cpu", micro_batch=1, nproc=2,
@@ -19,7 +20,7 @@ def _run(ctx: QuickContext) -> None:
         return
     from llmdissect.suites.quick_train import run_and_log
 
-    run_and_log(ctx, "pretrain", OPTIONS)
+    run_and_log(ctx, mn.PRETRAIN, OPTIONS)
 
 
 def quick_steps() -> list[QuickStep]:

@@ -2,17 +2,18 @@
 so `validate` and reports can put predicted next to measured."""
 from __future__ import annotations
 
+import llmdissect.metric_names as mn
 from llmdissect.suites.quick import QuickContext, QuickStep
 
 ESTIMATES = [
-    ("pretrain", {"model": "llama2-70b", "hardware": "8xa800", "zero": 3, "offload": "optimizer",
-                  "recompute": "full", "seq": 4096, "micro_batch": 1, "grad_accum": 8}),
-    ("pretrain", {"model": "llama2-7b", "hardware": "8xa800", "zero": 2, "recompute": "none", "seq": 2048,
-                  "micro_batch": 2}),
-    ("finetune", {"model": "llama2-7b", "hardware": "rtx4090", "lora_rank": 16, "quant": "nf4", "seq": 1024}),
-    ("infer", {"model": "llama2-7b", "hardware": "a800", "batch": 8, "input_len": 512, "output_len": 128}),
-    ("pretrain", {"model": "tiny-llama", "hardware": "cpu", "seq": 256, "micro_batch": 1}),
-    ("infer", {"model": "tiny-llama", "hardware": "cpu", "batch": 1, "input_len": 128, "output_len": 32}),
+    (mn.PRETRAIN, {"model": "llama2-70b", "hardware": "8xa800", "zero": 3, "offload": "optimizer",
+                   "recompute": "full", "seq": 4096, "micro_batch": 1, "grad_accum": 8}),
+    (mn.PRETRAIN, {"model": "llama2-7b", "hardware": "8xa800", "zero": 2, "recompute": "none", "seq": 2048,
+                   "micro_batch": 2}),
+    (mn.FINETUNE, {"model": "llama2-7b", "hardware": "rtx4090", "lora_rank": 16, "quant": "nf4", "seq": 1024}),
+    (mn.INFER, {"model": "llama2-7b", "hardware": "a800", "batch": 8, "input_len": 512, "output_len": 128}),
+    (mn.PRETRAIN, {"model": "tiny-llama", "hardware": "cpu", "seq": 256, "micro_batch": 1}),
+    (mn.INFER, {"model": "tiny-llama", "hardware": "cpu", "batch": 1, "input_len": 128, "output_len": 32}),
 ]
 
 
@@ -25,7 +26,7 @@ def _estimates(ctx: QuickContext) -> None:
         est = build_estimate(kind, opts)
         ctx.save(est.to_record(env))
         m = est.metrics
-        rate = f", {m['tokens_per_s']:.4g} tokens/s, MFU {m['mfu']:.1%}" if m.get("tokens_per_s") else ""
+        rate = f", {m[mn.TOKENS_PER_S]:.4g} tokens/s, MFU {m[mn.MFU]:.1%}" if m.get(mn.TOKENS_PER_S) else ""
         ctx.log(f"estimate {kind} {opts['model']} on {opts['hardware']}: {est.verdict()}{rate}")
 
 

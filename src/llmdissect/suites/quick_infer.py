@@ -7,7 +7,13 @@ warm-up and two timed calls. Each point runs in its own child process like `benc
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+import llmdissect.metric_names as mn
 from llmdissect.suites.quick import QuickContext, QuickStep
+
+if TYPE_CHECKING:
+    from llmdissect.workloads.infer_config import InferPoint
 
 MODEL = "tiny-llama"
 FP32_POINTS = [(1, 32), (1, 128), (4, 128)]
@@ -17,7 +23,7 @@ QUANT_POINT = {"quant": "int8-weight", "batch": 1, "input_len": 128}
 TIMEOUT_S = 300.0
 
 
-def quick_points() -> list[dict]:
+def quick_points() -> list[InferPoint]:
     from llmdissect.workloads.infer_launch import expand_grid
 
     common = dict(model=MODEL, output_len=[OUTPUT_LEN], dtype="fp32", attn="sdpa", cache=["dynamic"],
@@ -33,14 +39,16 @@ def _infer(ctx: QuickContext) -> None:
     from llmdissect.workloads.infer_launch import run_point
 
     failed = []
-    for config in quick_points():
-        record, _ = run_point(config, TIMEOUT_S)
+    for point in quick_points():
+        record, _ = run_point(point, TIMEOUT_S)
         ctx.save(record)
-        label = f"{config['quant']} b={config['batch']} in={config['input_len']} out={config['output_len']}"
+        label = f"{point.quant} b={point.batch} in={point.input_len} out={point.output_len}"
         if record.status == "ok":
             m = record.metrics
-            ctx.log(f"infer {label}: ttft {m['ttft_s']['median'] * 1e3:.1f} ms, tpot {m['tpot_s']['median'] * 1e3:.2f} ms, "
-                    f"decode {m['decode_tokens_per_s']['median']:.1f} tok/s, weights {m['weights_bytes'] / 2**20:.1f} MiB")
+            ctx.log(f"infer {label}: ttft {m[mn.TTFT_S]['median'] * 1e3:.1f} ms, "
+                    f"tpot {m[mn.TPOT_S]['median'] * 1e3:.2f} ms, "
+                    f"decode {m[mn.DECODE_TOKENS_PER_S]['median']:.1f} tok/s, "
+                    f"weights {m['weights_bytes'] / 2**20:.1f} MiB")
         elif record.status != "skipped":
             failed.append(f"{label}: {record.status} ({record.error})")
     if failed:

@@ -3,6 +3,7 @@ profile so that later training steps report MFU), a tiny-llama `bench ops` and a
 `dissect pretrain`."""
 from __future__ import annotations
 
+import llmdissect.metric_names as mn
 from llmdissect.suites.quick import QuickContext, QuickStep
 
 
@@ -24,7 +25,8 @@ def _peak(ctx: QuickContext) -> None:
     ctx.log(f"peak: fp32 {cpu['peak_flops_per_s']['fp32'] / 1e9:.1f} GFLOP/s"
             + (f" ({cpu['peak_flops_per_s']['fp32'] / theory:.0%} of theoretical {theory / 1e9:.0f})"
                if theory else "")
-            + f", copy {cpu['memory_bandwidth_bytes_per_s'] / 1e9:.1f} GB/s; stored in {record.metrics['profile_path']}")
+            + f", copy {cpu['memory_bandwidth_bytes_per_s'] / 1e9:.1f} GB/s; "
+            f"stored in {record.metrics['profile_path']}")
 
 
 def _ops(ctx: QuickContext) -> None:
@@ -36,10 +38,10 @@ def _ops(ctx: QuickContext) -> None:
     record, _ = run_ops(cfg, progress=False, timeout_s=120, store_profile=False)
     _check(ctx, record)
     m = record.metrics
-    slowest = max(m["rows"], key=lambda r: r["time_s"]["median"])
+    slowest = max(m["rows"], key=lambda r: r[mn.TIME_S]["median"])
     ctx.log(f"ops: {len(m['rows'])} rows; efficiency " + ", ".join(f"{k} {v:.0%}" for k, v in m["efficiency"].items()
                                                                   if k != "gemm_by_flops")
-            + f"; slowest {slowest['op']} {slowest['pass']} {slowest['time_s']['median'] * 1e3:.2f} ms")
+            + f"; slowest {slowest['op']} {slowest['pass']} {slowest[mn.TIME_S]['median'] * 1e3:.2f} ms")
 
 
 def _dissect(ctx: QuickContext) -> None:
@@ -49,10 +51,10 @@ def _dissect(ctx: QuickContext) -> None:
     from llmdissect.workloads.train_config import record_config
     from llmdissect.workloads.train_launch import prepare
 
-    cfg = prepare("pretrain", model="tiny-llama", seq=64, micro_batch=1, steps=1, warmup=1, device="cpu")
+    cfg = prepare(mn.PRETRAIN, model="tiny-llama", seq=64, micro_batch=1, steps=1, warmup=1, device="cpu")
     child = run_child("llmdissect.workloads.dissect_train_child:run", {"train": cfg.model_dump(), "profile_steps": 1,
                                                            "trace": None}, timeout_s=120)
-    record = record_from_child("ops", {"what": "dissect", "workload": "pretrain", **record_config(cfg),
+    record = record_from_child(mn.OPS, {"what": "dissect", "workload": mn.PRETRAIN, **record_config(cfg),
                                        "profile_steps": 1}, child, capture_env())
     _check(ctx, record)
     m = record.metrics

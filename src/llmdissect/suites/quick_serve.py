@@ -2,12 +2,13 @@
 a short request-rate sweep (one record per rate), then the server is stopped."""
 from __future__ import annotations
 
+import llmdissect.metric_names as mn
 from llmdissect.suites.quick import QuickContext, QuickStep
 
 MODEL = "tiny-llama"
 RATES = (2.0, 8.0, float("inf"))
 NUM_PROMPTS, INPUT_LEN, OUTPUT_LEN = 12, 64, 24
-SLO = {"ttft_s": 0.5, "tpot_s": 0.05}
+SLO = {mn.TTFT_S: 0.5, mn.TPOT_S: 0.05}
 
 
 def _serve_sweep(ctx: QuickContext) -> None:
@@ -15,7 +16,7 @@ def _serve_sweep(ctx: QuickContext) -> None:
     from llmdissect.specs.hardware import usable_cores
     from llmdissect.workloads.serve.local_server import start_server
     from llmdissect.workloads.serve.record import serve_record
-    from llmdissect.workloads.serve.loadgen import ServeConfig
+    from llmdissect.workloads.serve.serve_config import ServeConfig
 
     threads = max(1, usable_cores() - 1)
     server = start_server(MODEL, threads=threads)
@@ -31,9 +32,9 @@ def _serve_sweep(ctx: QuickContext) -> None:
             if record.status != "ok":
                 failed.append(f"rate {rate:g}: {record.error}")
                 continue
-            ctx.log(f"serve {MODEL} rate {rate:g}/s: {m['request_throughput_per_s']:.2f} req/s, "
-                    f"{m['output_tokens_per_s']:.0f} out tok/s, ttft p50 {m['ttft_s']['median'] * 1e3:.0f} ms, "
-                    f"tpot p50 {m['tpot_s']['median'] * 1e3:.1f} ms, goodput {m['goodput_per_s']:.2f}/s, "
+            ctx.log(f"serve {MODEL} rate {rate:g}/s: {m[mn.REQUEST_THROUGHPUT_PER_S]:.2f} req/s, "
+                    f"{m[mn.OUTPUT_TOKENS_PER_S]:.0f} out tok/s, ttft p50 {m[mn.TTFT_S]['median'] * 1e3:.0f} ms, "
+                    f"tpot p50 {m[mn.TPOT_S]['median'] * 1e3:.1f} ms, goodput {m[mn.GOODPUT_PER_S]:.2f}/s, "
                     f"client {m['client_cpu_s_per_request'] * 1e3:.1f} ms CPU/request")
     finally:
         server.stop()

@@ -2,13 +2,14 @@
 FSDP2 ZeRO-3 on two, and a LoRA fine-tuning."""
 from __future__ import annotations
 
+import llmdissect.metric_names as mn
 from llmdissect.suites.quick import QuickContext, QuickStep
 
 COMMON = dict(model="tiny-llama", seq=128, steps=3, warmup=1, device="cpu")
 RUNS = {
-    "pretrain-single": ("pretrain", dict(micro_batch=2)),
-    "pretrain-fsdp-zero3": ("pretrain", dict(micro_batch=1, nproc=2, zero=3)),
-    "finetune-lora": ("finetune", dict(micro_batch=2, method="lora", lora_rank=8)),
+    "pretrain-single": (mn.PRETRAIN, dict(micro_batch=2)),
+    "pretrain-fsdp-zero3": (mn.PRETRAIN, dict(micro_batch=1, nproc=2, zero=3)),
+    "finetune-lora": (mn.FINETUNE, dict(micro_batch=2, method="lora", lora_rank=8)),
 }
 
 
@@ -22,8 +23,8 @@ def run_and_log(ctx: QuickContext, kind: str, options: dict) -> None:
         raise RuntimeError(f"{kind} {record.config.get('engine')} ended {record.status}: {record.error}")
     m = record.metrics
     ctx.log(f"{kind} {record.config['engine']} ZeRO-{record.config['zero']} x{m['world_size']}: "
-            f"{m['tokens_per_s']:.0f} tokens/s, step {m['step_time_s']['median'] * 1e3:.0f} ms, "
-            f"peak {m['peak_memory_bytes'] / 2**20:.0f} MiB")
+            f"{m[mn.TOKENS_PER_S]:.0f} tokens/s, step {m[mn.STEP_TIME_S]['median'] * 1e3:.0f} ms, "
+            f"peak {m[mn.PEAK_MEMORY_BYTES] / 2**20:.0f} MiB")
 
 
 def _runner(kind: str, options: dict):

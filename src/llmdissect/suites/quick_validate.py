@@ -3,6 +3,7 @@ machine's calibration), store those estimates beside the measurements, and repor
 error of each prediction per metric (what `llmdissect validate --suite quick` prints)."""
 from __future__ import annotations
 
+import llmdissect.metric_names as mn
 from llmdissect.suites.quick import QuickContext, QuickStep
 
 RUN_LAST = True
@@ -18,7 +19,7 @@ def _validate(ctx: QuickContext) -> None:
         measured = [r for r in ctx.store.query(suite="quick") if r.source == "measured" and r.status == "ok"]
     if not measured:
         raise UserError("no measured record of this quick-suite run to validate")
-    v = validate_records(measured, ctx.store.query(kind="estimate"))
+    v = validate_records(measured, ctx.store.query(kind=mn.ESTIMATE))
     for est in v.computed:
         ctx.save(est)
     for s in v.summary():

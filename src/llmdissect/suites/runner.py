@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 from llmdissect.results.schema import RunRecord
 from llmdissect.suites.points import Planned, plan_point, run_planned
@@ -72,7 +73,7 @@ def make_plan(name_or_path: str, opts: RunOptions) -> Plan:
             raise UserError(f"--point {opts.point!r} matches {len(items)} points of suite {suite.name}; "
                             "give a key from `--plan`")
     for p in items:
-        if p.point.kind in ("pretrain", "finetune") and p.work is not None and p.work.nnodes > 1:
+        if p.point.kind in mn.TRAIN_KINDS and p.work is not None and p.work.nnodes > 1:
             if opts.rdzv_endpoint:
                 p.work = p.work.model_copy(update={"rdzv_endpoint": opts.rdzv_endpoint})
             elif not p.skip:
@@ -90,7 +91,7 @@ def should_store(record: RunRecord, planned: Planned, node_rank: int) -> bool:
     torchrun held global rank 0 has the metrics, and node 0 alone writes a failure."""
     if int(planned.config.get("nnodes", 1) or 1) <= 1:
         return True
-    if record.status == "ok" and record.metrics.get("step_time_s"):
+    if record.status == "ok" and record.metrics.get(mn.STEP_TIME_S):
         return True
     rank0_elsewhere = record.status == "failed" and "exited with code 0" in (record.error or "")
     return node_rank == 0 and not rank0_elsewhere
@@ -106,8 +107,14 @@ def tag(record: RunRecord, planned: Planned, suite: Suite) -> RunRecord:
 
 def execute(plan: Plan, opts: RunOptions, store_path: Path, on_record=None) -> list[RunRecord]:
     """Run every point still to do, storing each record as it ends; returns the new records."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
-        TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from llmdissect.console import err_console
     from llmdissect.results.store import open_store
@@ -182,7 +189,7 @@ def plan_record(plan: Plan, results: dict[str, RunRecord] | None = None) -> RunR
     for pt in points:
         if pt["status"]:
             counts[pt["status"]] = counts.get(pt["status"], 0) + 1
-    rec = RunRecord(kind="plan", source="estimated", suite=plan.suite.name,
+    rec = RunRecord(kind=mn.PLAN, source="estimated", suite=plan.suite.name,
                     config={"suite": plan.suite.name, "source": plan.suite.source,
                             "description": plan.suite.description},
                     metrics={"points": points, "total": len(points), "duplicates_dropped": plan.suite.duplicates,

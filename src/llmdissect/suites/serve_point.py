@@ -1,42 +1,81 @@
 """A suite's `serve` point, run in a child process: start `transformers serve` for the model on
 127.0.0.1 (unless `base_url` names a running server), send the load, stop the server.
 
-Options: model (tiny-llama), base_url, num_prompts (20), input_len (64), output_len (32),
-request_rate (inf), max_concurrency, threads (server threads: cores - 1), seed, slo
-("ttft=0.5,tpot=0.05"), endpoint (completions | chat).
+Its options are `ServePoint`'s fields: the local server's (model, threads) and, with
+shorter defaults, the load options of `bench serve` (workloads.serve.serve_config.ServeConfig).
 """
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llmdissect.workloads.serve.serve_config import Endpoint, ServeConfig
+
+
+class ServePoint(BaseModel):
+    """One `serve` entry of a suite: a local server (or base_url) and the load sent to it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = "tiny-llama"
+    """Model spec the local server serves (random weights); the requests ask for the server's model."""
+    base_url: Optional[str] = None
+    """A running server to measure instead of a local one."""
+    num_prompts: int = Field(20, ge=1)
+    """Requests to send."""
+    input_len: int = Field(64, ge=1)
+    """Tokens per synthetic prompt."""
+    output_len: int = Field(32, ge=1)
+    """max_tokens per request."""
+    request_rate: float | str = "inf"
+    """Requests per second (Poisson), or "inf" (all at once)."""
+    max_concurrency: Optional[int] = Field(None, ge=1)
+    """At most this many requests in flight; None: no limit."""
+    threads: Optional[int] = Field(None, ge=1)
+    """Threads of the local server; None: usable cores - 1."""
+    seed: int = 0
+    """Seed of the server's random weights, the prompts and the arrivals."""
+    slo: Optional[str] = None
+    """SLOs for goodput, seconds: "ttft=0.5,tpot=0.05"."""
+    endpoint: Endpoint = "completions"
+    """completions | chat."""
+
+
+SERVER_ONLY = ("model", "threads")
+"""ServePoint fields that configure the local server, not the load (ServeConfig)."""
+
+
+def serve_config(point: ServePoint, base_url: str) -> ServeConfig:
+    """The load generator's config of a point, sent to `base_url`."""
+    from llmdissect.workloads.serve.metrics import parse_slo
+
+    rate = math.inf if str(point.request_rate) == "inf" else float(point.request_rate)
+    return ServeConfig(base_url=base_url, endpoint=point.endpoint, num_prompts=point.num_prompts,
+                       input_len=point.input_len, output_len=point.output_len, request_rate=rate,
+                       max_concurrency=point.max_concurrency, seed=point.seed, slo=parse_slo(point.slo))
 
 
 def run(config: dict[str, Any]) -> dict[str, Any]:
+    from llmdissect.config import parse_config
     from llmdissect.specs.hardware import usable_cores
-    from llmdissect.workloads.serve.metrics import parse_slo
     from llmdissect.workloads.serve.record import serve_record
-    from llmdissect.workloads.serve.loadgen import ServeConfig
 
-    rate = config.get("request_rate", "inf")
-    rate = math.inf if str(rate) == "inf" else float(rate)
-    threads = int(config.get("threads") or max(1, usable_cores() - 1))
+    point = parse_config(ServePoint, **config)
+    threads = point.threads or max(1, usable_cores() - 1)
     server = None
-    base_url = config.get("base_url")
+    base_url = point.base_url
     if not base_url:
         from llmdissect.workloads.serve.local_server import start_server
 
-        server = start_server(config.get("model", "tiny-llama"), threads=threads, seed=int(config.get("seed", 0)))
+        server = start_server(point.model, threads=threads, seed=point.seed)
         base_url = server.base_url
     try:
-        cfg = ServeConfig(base_url=base_url, endpoint=config.get("endpoint", "completions"),
-                          num_prompts=int(config.get("num_prompts", 20)), input_len=int(config.get("input_len", 64)),
-                          output_len=int(config.get("output_len", 32)), request_rate=rate,
-                          max_concurrency=config.get("max_concurrency"), seed=int(config.get("seed", 0)),
-                          slo=parse_slo(config.get("slo")))
-        record, _ = serve_record(cfg)
+        record, _ = serve_record(serve_config(point, base_url))
     finally:
         if server is not None:
             server.stop()
     if server is not None:
-        record.config["server"] = f"transformers serve ({config.get('model', 'tiny-llama')}, {threads} thread(s))"
+        record.config["server"] = f"transformers serve ({point.model}, {threads} thread(s))"
     return {"record": record.to_dict()}

@@ -1,6 +1,7 @@
 """How a suite's plan and outcome look on the terminal (tables on stdout)."""
 from __future__ import annotations
 
+import llmdissect.metric_names as mn
 from llmdissect.console import console, human_bytes, human_rate, table
 from llmdissect.results.schema import RunRecord
 from llmdissect.suites.runner import Plan, action
@@ -30,7 +31,7 @@ def show_plan(plan: Plan, force: bool = False) -> None:
             what = f"skip: {p.skip}"
         elif what == "run" and p.skip:
             what = f"run (--force; {p.skip})"
-        where = "estimate" if p.point.kind == "estimate" else "measure"
+        where = "estimate" if p.point.kind == mn.ESTIMATE else "measure"
         rows.append((i + 1, p.key[:10], p.point.kind, where, p.point.label()[:70], predicted(p), what[:110]))
     s = plan.suite
     console.print(table(f"Suite {s.name} ({s.source}): {len(plan.items)} points"

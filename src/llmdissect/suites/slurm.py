@@ -20,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 from llmdissect.suites.points import DEFAULT_TIMEOUT_S, Planned
 
@@ -29,7 +30,7 @@ RDZV_PORT_BASE = 20000
 def job_script(p: Planned, suite_file: Path, db_path: Path, out_dir: Path, timeout_s: float | None,
                max_memory: str | None, extra: list[str]) -> str:
     """The sbatch script of one point."""
-    nnodes = int(p.config.get("nnodes", 1)) if p.point.kind in ("pretrain", "finetune") else 1
+    nnodes = int(p.config.get("nnodes", 1)) if p.point.kind in mn.TRAIN_KINDS else 1
     nproc = int(p.config.get("nproc", 1))
     timeout = p.point.timeout_s or timeout_s or DEFAULT_TIMEOUT_S
     minutes = int(timeout // 60) + 10  # the point's own timeout fires first and records `timeout`

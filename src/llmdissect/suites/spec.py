@@ -30,9 +30,8 @@ from typing import Any
 import yaml
 
 from llmdissect.errors import UserError
-from llmdissect.suites.kinds import KIND_OPTIONS, check_options
+from llmdissect.suites.kinds import KINDS, check_options
 
-KINDS = tuple(KIND_OPTIONS)
 RUN_SETTINGS = ("timeout", "max_memory")
 ENTRY_KEYS = ("kind", "name", "grid", *RUN_SETTINGS)
 TOP_KEYS = ("suite", "description", "defaults", "entries")

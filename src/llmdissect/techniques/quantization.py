@@ -18,7 +18,8 @@ embedding stay in the compute dtype, as transformers does for bitsandbytes by de
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from llmdissect.errors import UserError
 
@@ -56,9 +57,13 @@ def _linear_children(model: Any) -> Iterable[tuple[Any, str, Any]]:
 
 
 def _torchao(model: Any, quant: str) -> None:
-    from torchao.quantization import (Int4WeightOnlyConfig, Int8DynamicActivationInt8WeightConfig,
-                                      Int8WeightOnlyConfig, quantize_)
     import torch.nn as nn
+    from torchao.quantization import (
+        Int4WeightOnlyConfig,
+        Int8DynamicActivationInt8WeightConfig,
+        Int8WeightOnlyConfig,
+        quantize_,
+    )
 
     config = {"int8-weight": Int8WeightOnlyConfig, "int8-dynamic": Int8DynamicActivationInt8WeightConfig,
               "int4-weight": Int4WeightOnlyConfig}[quant]()

@@ -18,7 +18,8 @@ So the categories of a step sum to the step's wall time exactly (shares add to 1
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from llmdissect.measure.stats import Stats
 
@@ -139,7 +140,7 @@ def profile_metrics(steps: list[dict[str, Any]], ops: dict[str, dict[str, list[f
 def _split_steps(phases: list[Any], steps: int, events: list[Any] = ()) -> list[tuple[float, float]]:
     """`step:` ranges where the workload marks its steps (inference: one generate call);
     else a step begins with its first forward after an optimizer phase (or the first phase)."""
-    marked = sorted(((_start(e), _end(e)) for e in events if e.name.startswith("step:")))
+    marked = sorted((_start(e), _end(e)) for e in events if e.name.startswith("step:"))
     if marked:
         return marked[-steps:] if steps else marked
     starts, prev = [], None

@@ -27,10 +27,11 @@ def _phase_hooks(model: Any, state: dict[str, Any]) -> list[Any]:
 
 
 def run(config: dict[str, Any]) -> dict[str, Any]:
-    """Child entry: an infer point config plus `profile_steps` and `trace`."""
+    """Child entry: an infer point's config (InferPoint.to_config()) plus `profile_steps` and `trace`."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    from llmdissect.config import parse_config
     from llmdissect.measure.env import capture_device_env
     from llmdissect.measure.timer import Timer
     from llmdissect.progress import report
@@ -39,23 +40,25 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     from llmdissect.workloads.dissect_attr import add_top_ops, attribute, profile_metrics
     from llmdissect.workloads.dissect_train_child import add_module_ranges
     from llmdissect.workloads.infer_child import load_model
+    from llmdissect.workloads.infer_config import InferPoint
 
-    device, n = config.get("device", "cpu"), int(config["profile_steps"])
-    spec = get_model(config["model"])
-    model, _ = load_model(config, spec, device)
+    point = parse_config(InferPoint, **{k: v for k, v in config.items() if k in InferPoint.model_fields})
+    device, n = point.device, int(config["profile_steps"])
+    spec = get_model(point.model)
+    model, _ = load_model(point, spec)
     model.eval()
-    apply_quantization(model, config["quant"], dtype=config["dtype"], device=device)
+    apply_quantization(model, point.quant, dtype=point.dtype, device=device)
     model.generation_config.disable_compile = True
-    gen = torch.Generator().manual_seed(int(config.get("seed", 0)))
-    ids = torch.randint(0, spec.vocab_size, (config["batch"], config["input_len"]), generator=gen).to(device)
-    out = int(config["output_len"])
+    gen = torch.Generator().manual_seed(point.seed)
+    ids = torch.randint(0, spec.vocab_size, (point.batch, point.input_len), generator=gen).to(device)
+    out = point.output_len
     kw = dict(max_new_tokens=out, min_new_tokens=out, do_sample=False, pad_token_id=0,
               attention_mask=torch.ones_like(ids))
-    if config["cache"] == "static":
+    if point.cache == "static":
         kw["cache_implementation"] = "static"
     timer = Timer(device)
     state = {"calls": 0}
-    total = int(config.get("warmup", 1)) + 2 * n
+    total = point.warmup + 2 * n
 
     def call() -> float:
         state["calls"] = 0
@@ -70,7 +73,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
     untraced, steps, ops = [], [], {}
     with torch.inference_mode():
-        for i in range(int(config.get("warmup", 1))):
+        for i in range(point.warmup):
             report(config, i, total, "warm-up")
             call()
         for i in range(n):

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+import llmdissect.metric_names as mn
+from llmdissect.child_result import ChildResult
 from llmdissect.errors import UserError
-from llmdissect.launch.child import ChildResult
 from llmdissect.results.schema import RunRecord
 
 TRAIN_TARGET = "llmdissect.workloads.dissect_train_child:run"
@@ -69,8 +70,9 @@ def infer_plan(*, profile_steps: int, trace: Optional[Path] = None, batch: int, 
     if reason:
         raise UserError(reason)
     trace_path = check_profile(profile_steps, trace)
-    rec = {"what": "dissect", "workload": "infer", **point, "profile_steps": profile_steps}
-    return DissectPlan(INFER_TARGET, {**point, "profile_steps": profile_steps, "trace": trace_path}, rec)
+    config = point.to_config()
+    rec = {"what": "dissect", "workload": "infer", **config, "profile_steps": profile_steps}
+    return DissectPlan(INFER_TARGET, {**config, "profile_steps": profile_steps, "trace": trace_path}, rec)
 
 
 def plan_for(workload: str, **options: Any) -> DissectPlan:
@@ -92,4 +94,4 @@ def run_dissect(plan: DissectPlan, *, timeout_s: float | None, threads: int | No
     started = utc_now()
     child = run_with_progress(lambda cfg: run_child(plan.target, cfg, timeout_s=timeout_s, threads=threads),
                               plan.child_config, "dissect", progress)
-    return record_from_child("ops", plan.record_config, child, capture_env(), started_at=started), child
+    return record_from_child(mn.OPS, plan.record_config, child, capture_env(), started_at=started), child

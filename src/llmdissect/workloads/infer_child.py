@@ -1,8 +1,9 @@
 """Offline inference, one grid point: the child side of `llmdissect bench infer`.
 
-`run(config)` builds the model (random weights from the spec, or a local folder's
-weights), quantizes it, and times `model.generate` with a fixed output length (EOS
-ignored) on random prompt ids drawn from a fixed seed. One timer marks the submit, every
+`run(config)` reads the point (an `InferPoint`'s JSON dict), builds the model (random
+weights from the spec, or a local folder's weights), quantizes it, and times
+`model.generate` with a fixed output length (EOS ignored) on random prompt ids drawn from
+a fixed seed. One timer marks the submit, every
 output token (through a streamer, which generate calls once per step) and the return;
 `measure_loop` repeats the call (warm-up apart, the first call reported on its own).
 """
@@ -12,11 +13,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from llmdissect.errors import UserError
-from llmdissect.workloads.infer_metrics import (CallTiming, ceilings, decode_kv_positions_read, hardware_allows,
-                                                 prefill_flops, summarise)
-
-CACHES = ("dynamic", "static")
+import llmdissect.metric_names as mn
+from llmdissect.workloads.infer_config import InferPoint
+from llmdissect.workloads.infer_metrics import (
+    CallTiming,
+    ceilings,
+    decode_kv_positions_read,
+    hardware_allows,
+    prefill_flops,
+    summarise,
+)
 
 
 class TokenClock:
@@ -42,23 +48,22 @@ class TokenClock:
         pass
 
 
-def load_model(config: dict[str, Any], spec: Any, device: str) -> tuple[Any, str]:
+def load_model(point: InferPoint, spec: Any) -> tuple[Any, str]:
     """The model and where its weights came from: a local folder with safetensors, else
     random weights from the spec (modeling.build_model, seeded)."""
     from llmdissect.modeling import build_model, check_attn
 
-    folder = Path(config["model"])
+    folder = Path(point.model)
     if folder.is_dir() and any(folder.glob("*.safetensors")):
-        import torch
         from transformers import AutoModelForCausalLM
 
         from llmdissect.dtypes import torch_dtype
 
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype(config["dtype"]),
-                                                     attn_implementation=check_attn(config["attn"], device))
-        return model.to(device), f"local folder {folder}"
-    return build_model(spec, dtype=config["dtype"], attn=config["attn"], device=device,
-                       seed=int(config.get("seed", 0))), "random (seeded)"
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype(point.dtype),
+                                                     attn_implementation=check_attn(point.attn, point.device))
+        return model.to(point.device), f"local folder {folder}"
+    return build_model(spec, dtype=point.dtype, attn=point.attn, device=point.device,
+                       seed=point.seed), "random (seeded)"
 
 
 def cache_tensor_bytes(cache: Any) -> tuple[int, int | None]:
@@ -76,11 +81,11 @@ def cache_tensor_bytes(cache: Any) -> tuple[int, int | None]:
     return sum(seen.values()), static_len
 
 
-def _generate_kwargs(config: dict[str, Any], clock: TokenClock) -> dict[str, Any]:
-    out = int(config["output_len"])
+def _generate_kwargs(point: InferPoint, clock: TokenClock) -> dict[str, Any]:
+    out = point.output_len
     kw: dict[str, Any] = dict(max_new_tokens=out, min_new_tokens=out, do_sample=False, streamer=clock,
                               return_dict_in_generate=True, pad_token_id=0)
-    if config["cache"] == "static":
+    if point.cache == "static":
         kw["cache_implementation"] = "static"
     return kw
 
@@ -89,35 +94,34 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from llmdissect.calibration_profile import load_profile
+    from llmdissect.config import parse_config
     from llmdissect.dtypes import dtype_bytes
-    from llmdissect.measure import LoopPolicy, Timer, measure_loop
-    from llmdissect.measure import memory
+    from llmdissect.measure import LoopPolicy, Timer, measure_loop, memory
     from llmdissect.measure.env import capture_device_env
     from llmdissect.specs import get_model
     from llmdissect.techniques.quantization import apply_quantization, weight_bytes, weight_bytes_read_per_step
 
-    device = config.get("device", "cpu")
-    batch, input_len, output_len = int(config["batch"]), int(config["input_len"]), int(config["output_len"])
-    if config["cache"] not in CACHES:
-        raise UserError(f"unknown cache {config['cache']!r}; choose one of {', '.join(CACHES)}")
-    spec = get_model(config["model"])
+    point = parse_config(InferPoint, **config)
+    device = point.device
+    batch, input_len, output_len = point.batch, point.input_len, point.output_len
+    spec = get_model(point.model)
     t0 = time.perf_counter()
-    model, weights_source = load_model(config, spec, device)
+    model, weights_source = load_model(point, spec)
     model.eval()
     build_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    apply_quantization(model, config["quant"], dtype=config["dtype"], device=device)
+    apply_quantization(model, point.quant, dtype=point.dtype, device=device)
     quantize_s = time.perf_counter() - t0
     model.generation_config.disable_compile = True  # compilation is --compile's, never implicit
-    if config.get("compile"):
+    if point.compile:
         model.forward = torch.compile(model.forward)
 
-    gen = torch.Generator().manual_seed(int(config.get("seed", 0)))
+    gen = torch.Generator().manual_seed(point.seed)
     ids = torch.randint(0, spec.vocab_size, (batch, input_len), generator=gen).to(device)  # [batch, input_len]
     mask = torch.ones_like(ids)
     timer = Timer(device)
     clock = TokenClock(timer)
-    kwargs = _generate_kwargs(config, clock)
+    kwargs = _generate_kwargs(point, clock)
     last: dict[str, Any] = {}
 
     def call() -> None:
@@ -126,7 +130,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
 
     if device.startswith("cuda"):
         memory.cuda_reset_peak()
-    warmup, repeats = int(config.get("warmup", 1)), int(config.get("repeats", 3))
+    warmup, repeats = point.warmup, point.repeats
     with torch.inference_mode():
         loop = measure_loop(call, LoopPolicy(warmup=warmup, min_iters=repeats, max_iters=repeats), timer)
     produced = last["out"].sequences.shape[1] - input_len
@@ -157,18 +161,18 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         metrics["peak_memory_scope"] = "torch.cuda.max_memory_allocated over warm-up and timed calls"
     else:
         metrics.update(_cpu_peak(call, metrics["weights_bytes"]))
-    metrics["peak_rss_bytes"] = memory.peak_rss_bytes()
+    metrics[mn.PEAK_RSS_BYTES] = memory.peak_rss_bytes()
 
-    mem_bw, peak, source = ceilings(device, str(config.get("hardware", "cpu")), config["dtype"], load_profile())
+    mem_bw, peak, source = ceilings(device, point.hardware, point.dtype, load_profile())
     kv_per_position = kv_bytes / cache_len if cache_len else 0.0
     step = (metrics.get("decode_step_s") or {}).get("median")
     metrics["hardware_allows"] = hardware_allows(
         weights_read_bytes=metrics["weights_bytes_read_per_step"], kv_bytes_per_position=kv_per_position,
         kv_positions_read=decode_kv_positions_read(input_len, output_len, static_len), decode_step_s=step,
-        prefill_flops_value=prefill_flops(spec, batch, input_len), ttft_s=metrics["ttft_s"]["median"],
+        prefill_flops_value=prefill_flops(spec, batch, input_len), ttft_s=metrics[mn.TTFT_S]["median"],
         memory_bandwidth_bytes_per_s=mem_bw, peak_flops_per_s=peak, source=source)
     metrics["weights_source"] = weights_source
-    metrics["kv_bytes_per_value"] = dtype_bytes(config["dtype"])
+    metrics["kv_bytes_per_value"] = dtype_bytes(point.dtype)
     return {"metrics": metrics, "env": capture_device_env()}
 
 
@@ -182,7 +186,7 @@ def _cpu_peak(call: Any, weights: int) -> dict[str, Any]:
     try:
         with torch.inference_mode(), live_tensor_tracker() as tracker:
             call()
-        return {"peak_memory_bytes": weights + tracker.peak_bytes, "peak_generate_tensor_bytes": tracker.peak_bytes,
+        return {mn.PEAK_MEMORY_BYTES: weights + tracker.peak_bytes, "peak_generate_tensor_bytes": tracker.peak_bytes,
                 "peak_memory_scope": "weights + peak of live tensors during one untimed generate call"}
     except Exception as e:  # the tracker cannot see through every tensor subclass
-        return {"peak_memory_bytes": None, "peak_memory_scope": f"not measured: tracker failed ({type(e).__name__})"}
+        return {mn.PEAK_MEMORY_BYTES: None, "peak_memory_scope": f"not measured: tracker failed ({type(e).__name__})"}

@@ -1,18 +1,20 @@
 """Grid points of offline inference and how one point becomes a record (parent side).
 
 Shared by `llmdissect bench infer` and the quick suite: validate the whole grid before
-anything runs, record unsupported points as `skipped` with their reason, run the others
-each in a fresh child process (`launch.run_child`) with a timeout.
+anything runs (each point an `InferPoint`), record unsupported points as `skipped` with
+their reason, run the others each in a fresh child process (`launch.run_child`) with a timeout.
 """
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
+from llmdissect.workloads.infer_config import CACHES, InferPoint
 
 TARGET = "llmdissect.workloads.infer_child:run"
-CACHES = ("dynamic", "static")
 DEFAULT_TIMEOUT_S = 1800.0
 
 
@@ -35,9 +37,10 @@ def parse_list(text: str | Iterable[Any], option: str, kind: type = int) -> list
 
 def expand_grid(*, model: str, batch: list[int], input_len: list[int], output_len: list[int], dtype: str,
                 attn: str, cache: list[str], quant: list[str], compile: bool, warmup: int, repeats: int,
-                seed: int = 0, device: str = "auto") -> list[dict[str, Any]]:
-    """Every combination as a config (the shared `infer` keys plus warmup, repeats, seed,
-    device); input errors raise UserError before anything runs."""
+                seed: int = 0, device: str = "auto") -> list[InferPoint]:
+    """Every combination as a point (`device` resolved, `hardware` named after it); input
+    errors raise UserError before anything runs."""
+    from llmdissect.config import parse_config
     from llmdissect.dtypes import check_compute_dtype
     from llmdissect.modeling import ATTN_IMPLS
     from llmdissect.specs import get_model
@@ -64,25 +67,25 @@ def expand_grid(*, model: str, batch: list[int], input_len: list[int], output_le
     dev, hardware = local.torch_device, local.hardware
     points = []
     for q, c, b, i, o in itertools.product(quant, cache, batch, input_len, output_len):
-        points.append({"model": model, "hardware": hardware, "batch": b, "input_len": i, "output_len": o,
-                       "dtype": dtype, "attn": attn, "cache": c, "quant": q, "compile": compile,
-                       "warmup": warmup, "repeats": repeats, "seed": seed, "device": dev})
+        points.append(parse_config(InferPoint, model=model, hardware=hardware, batch=b, input_len=i, output_len=o,
+                                   dtype=dtype, attn=attn, cache=c, quant=q, compile=compile, warmup=warmup,
+                                   repeats=repeats, seed=seed, device=dev))
     return points
 
 
-def skip_reason(config: dict[str, Any]) -> str | None:
+def skip_reason(point: InferPoint) -> str | None:
     """Why this point cannot run on this device, or None."""
     from llmdissect.modeling import check_attn
     from llmdissect.techniques.quantization import unsupported_reason
 
     try:
-        check_attn(config["attn"], config["device"])
+        check_attn(point.attn, point.device)
     except UserError as e:
         return str(e)
-    return unsupported_reason(config["quant"], config["device"], config["dtype"])
+    return unsupported_reason(point.quant, point.device, point.dtype)
 
 
-def run_point(config: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S, threads: int | None = None):
+def run_point(point: InferPoint, timeout_s: float = DEFAULT_TIMEOUT_S, threads: int | None = None):
     """One grid point as a RunRecord: `skipped` with its reason, or measured in a child
     (ok, failed, oom or timeout), with `threads` compute threads (default: the launcher's,
     usable cores). Returns (record, user_error)."""
@@ -91,9 +94,10 @@ def run_point(config: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S, thre
     from llmdissect.results.recording import record_from_child
     from llmdissect.results.schema import RunRecord, utc_now
 
-    reason = skip_reason(config)
+    config = point.to_config()
+    reason = skip_reason(point)
     if reason:
-        return RunRecord(kind="infer", config=config, env=capture_env()).finish("skipped", reason), True
+        return RunRecord(kind=mn.INFER, config=config, env=capture_env()).finish("skipped", reason), True
     started = utc_now()
     child = run_child(TARGET, config, timeout_s=timeout_s, threads=threads)
-    return record_from_child("infer", config, child, capture_env(), started_at=started), child.user_error
+    return record_from_child(mn.INFER, config, child, capture_env(), started_at=started), child.user_error

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.measure.stats import Stats
 from llmdissect.specs.models import ModelSpec
 
@@ -70,19 +71,19 @@ def summarise(calls: list[CallTiming], *, batch: int, input_len: int, output_len
     - consistency: median ttft + (output_len - 1) x median decode step vs median e2e.
     """
     m: dict[str, Any] = {
-        "ttft_s": _stat([c.ttft_s for c in calls]),
-        "e2e_latency_s": _stat([c.return_s for c in calls]),
-        "prefill_tokens_per_s": _stat([batch * input_len / c.ttft_s for c in calls]),
+        mn.TTFT_S: _stat([c.ttft_s for c in calls]),
+        mn.E2E_LATENCY_S: _stat([c.return_s for c in calls]),
+        mn.PREFILL_TOKENS_PER_S: _stat([batch * input_len / c.ttft_s for c in calls]),
         "output_tokens": output_len,
         "output_tokens_counted_by": "generated token ids (EOS ignored: min_new_tokens = max_new_tokens)",
     }
     if output_len > 1:
-        m["tpot_s"] = _stat([(c.return_s - c.ttft_s) / (output_len - 1) for c in calls])
-        m["decode_tokens_per_s"] = _stat([batch * (output_len - 1) / (c.token_s[-1] - c.token_s[0]) for c in calls])
+        m[mn.TPOT_S] = _stat([(c.return_s - c.ttft_s) / (output_len - 1) for c in calls])
+        m[mn.DECODE_TOKENS_PER_S] = _stat([batch * (output_len - 1) / (c.token_s[-1] - c.token_s[0]) for c in calls])
         gaps = [g for c in calls for g in c.gaps_s]
         m["decode_step_s"] = _stat(gaps)
-        predicted = m["ttft_s"]["median"] + (output_len - 1) * m["decode_step_s"]["median"]
-        e2e = m["e2e_latency_s"]["median"]
+        predicted = m[mn.TTFT_S]["median"] + (output_len - 1) * m["decode_step_s"]["median"]
+        e2e = m[mn.E2E_LATENCY_S]["median"]
         error = abs(predicted - e2e) / e2e
         m["consistency"] = {"predicted_e2e_s": predicted, "e2e_s": e2e, "relative_error": error,
                             "tolerance": CONSISTENCY_TOLERANCE, "ok": error <= CONSISTENCY_TOLERANCE}
@@ -113,7 +114,8 @@ def _norm(s: str) -> str:
     return "".join(ch for ch in s.lower().replace("nvidia", "").replace("geforce", "") if ch.isalnum())
 
 
-def ceilings(device: str, device_name: str, dtype: str, profile: dict[str, Any]) -> tuple[float | None, float | None, str]:
+def ceilings(device: str, device_name: str, dtype: str,
+             profile: dict[str, Any]) -> tuple[float | None, float | None, str]:
     """(memory bandwidth, peak FLOP/s of `dtype`, where they come from) for the device that
     ran: this CPU's measured peaks (calibration profile); a GPU's measured entry in the
     profile, else the catalogued device matched by name; else (None, None, "not measured")."""

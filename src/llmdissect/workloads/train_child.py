@@ -161,8 +161,9 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     if ctx.is_main:
         result["env"] = capture_device_env()
         if cfg.engine == "deepspeed":
-            from llmdissect.engines.deepspeed import EXTENSIONS_ENV
             import os
+
+            from llmdissect.engines.deepspeed import EXTENSIONS_ENV
 
             result["env"]["torch_extensions_dir"] = os.environ.get(EXTENSIONS_ENV)
     shutdown(ctx)

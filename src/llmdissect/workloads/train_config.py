@@ -21,6 +21,7 @@ class TrainConfig(BaseModel):
     """One training benchmark (pre-training or fine-tuning)."""
 
     kind: Literal["pretrain", "finetune"] = "pretrain"
+    """Which benchmark: pre-training or fine-tuning (the subcommand)."""
     model: str = "tiny-llama"
     """Preset name, model TOML, config.json or model folder."""
     engine: Optional[Engine] = None
@@ -28,32 +29,49 @@ class TrainConfig(BaseModel):
     zero: int = Field(0, ge=0, le=3)
     """0: DDP; 1: DDP + ZeroRedundancyOptimizer; 2/3: FSDP2 without/with resharding after forward."""
     offload: Literal["none", "optimizer", "params"] = "none"
+    """none | params (FSDP2 CPUOffloadPolicy; deepspeed ZeRO-3) | optimizer (deepspeed)."""
     recompute: Literal["none", "selective", "full"] = "none"
     """selective: each attention block recomputed; full: each decoder layer recomputed."""
     attn: Literal["eager", "sdpa", "flash"] = "sdpa"
+    """eager | sdpa | flash (CUDA with flash-attn only)."""
     dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
+    """fp32 | bf16 | fp16 (autocast / FSDP mixed precision)."""
     optimizer: Literal["adamw", "adamw-fused", "adamw-8bit"] = "adamw"
+    """adamw | adamw-fused | adamw-8bit (bitsandbytes)."""
     lr: float = Field(1e-3, gt=0)
+    """Learning rate."""
     micro_batch: int = Field(1, ge=1)
+    """Sequences per micro-batch per process."""
     seq: int = Field(128, ge=2)
+    """Sequence length in tokens."""
     grad_accum: int = Field(1, ge=1)
+    """Micro-batches per optimizer step."""
     steps: int = Field(5, ge=1)
     """Timed optimizer steps."""
     warmup: int = Field(2, ge=0)
     """Untimed steps before them (the first is reported as first-step time)."""
     nproc: int = Field(1, ge=1)
+    """Processes on this node (torchrun; gloo on CPU, NCCL on CUDA)."""
     nnodes: int = Field(1, ge=1)
+    """Nodes (with rdzv_endpoint)."""
     rdzv_endpoint: Optional[str] = None
+    """host:port of the rendezvous for several nodes."""
     compile: bool = False
+    """torch.compile the model."""
     method: Literal["full", "lora", "qlora"] = "full"
+    """full | lora | qlora (NF4 base): which weights are trained."""
     lora_rank: int = Field(8, ge=1)
+    """LoRA rank (method lora or qlora)."""
     lora_alpha: int = Field(16, ge=1)
+    """LoRA scaling alpha."""
     lora_targets: str = "q_proj,k_proj,v_proj,o_proj"
+    """Comma-separated modules that get adapters."""
     data: Optional[str] = None
     """A local JSONL file of {"text": ...} lines; synthetic tokens when absent."""
     tokenizer: Optional[str] = None
     """A local tokenizer folder or tokenizer.json for --data (trained on the data when absent)."""
     seed: int = 0
+    """Seed of the random weights and the synthetic tokens."""
     device: str = "auto"
     """auto (cuda when available, else cpu), cpu or cuda."""
     ds_config: Optional[str] = None

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.measure.stats import Stats
 from llmdissect.workloads.train_config import TrainConfig
 
@@ -39,9 +40,9 @@ def memory_pass(stepper: Any, model: Any, optimizer: Any, ctx: Any) -> dict[str,
         tracker = live_tensor_tracker()
         with tracker:
             stepper.step(before_optimizer=check_grads)
-        out["peak_memory_bytes"] = baseline + tracker.peak_bytes
+        out[mn.PEAK_MEMORY_BYTES] = baseline + tracker.peak_bytes
         out["static_memory_bytes"] = baseline
-    out["peak_rss_bytes"] = peak_rss_bytes()
+    out[mn.PEAK_RSS_BYTES] = peak_rss_bytes()
     out["optimizer_state_params"] = stepper.state_params() if hasattr(stepper, "state_params") \
         else params_with_state(optimizer)
     out.update(seen)
@@ -77,40 +78,40 @@ def summarize(cfg: TrainConfig, model: Any, optimizer: Any, per_rank: list[dict[
     trainable = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)
     inner = getattr(model, "module", model)
     metrics: dict[str, Any] = {
-        "step_time_s": step.to_dict(),
-        "forward_s": Stats.of(_slowest(per_rank, "forward")).to_dict(),
-        "backward_s": Stats.of(_slowest(per_rank, "backward")).to_dict(),
-        "optimizer_s": Stats.of(_slowest(per_rank, "optimizer")).to_dict(),
+        mn.STEP_TIME_S: step.to_dict(),
+        mn.FORWARD_S: Stats.of(_slowest(per_rank, "forward")).to_dict(),
+        mn.BACKWARD_S: Stats.of(_slowest(per_rank, "backward")).to_dict(),
+        mn.OPTIMIZER_S: Stats.of(_slowest(per_rank, "optimizer")).to_dict(),
         "first_step_s": per_rank[0]["warmup"][0] if per_rank[0]["warmup"] else None,
         "warmup_step_s": [max(r["warmup"][i] for r in per_rank) for i in range(len(per_rank[0]["warmup"]))],
         "tokens_per_step": tokens_per_step,
-        "tokens_per_s": tokens_per_s,
-        "tokens_per_s_per_device": tokens_per_s / devices,
+        mn.TOKENS_PER_S: tokens_per_s,
+        mn.TOKENS_PER_S_PER_DEVICE: tokens_per_s / devices,
         "samples_per_s": cfg.micro_batch * cfg.grad_accum * dp / step.median,
-        "model_flops_per_token": flops,
+        mn.MODEL_FLOPS_PER_TOKEN: flops,
         "hardware_flops_per_token": hardware_flops,
         "peak_flops_per_s": peak,
         "peak_flops_source": peak_source,
-        "mfu": mfu,
-        "hfu": hfu,
-        "peak_memory_bytes": max(r["peak_memory_bytes"] for r in per_rank),
-        "peak_rss_bytes": max(r["peak_rss_bytes"] for r in per_rank),
+        mn.MFU: mfu,
+        mn.HFU: hfu,
+        mn.PEAK_MEMORY_BYTES: max(r[mn.PEAK_MEMORY_BYTES] for r in per_rank),
+        mn.PEAK_RSS_BYTES: max(r[mn.PEAK_RSS_BYTES] for r in per_rank),
         "trainable_params": trainable,
         "total_params": spec.params,
         "optimizer_state_params": sum(r["optimizer_state_params"] for r in per_rank)
         if cfg.zero == 1 or cfg.engine == "deepspeed" and cfg.zero >= 1 else per_rank[0]["optimizer_state_params"],
         "frozen_params_with_grad": max(r.get("frozen_params_with_grad", 0) for r in per_rank),
-        "loss": losses,
+        mn.LOSS: losses,
         "world_size": world,
-        "devices": devices,
+        mn.DEVICES: devices,
     }
     if "static_memory_bytes" in per_rank[0]:
         metrics["static_memory_bytes"] = max(r["static_memory_bytes"] for r in per_rank)
-    if "peak_reserved_bytes" in per_rank[0]:
-        metrics["peak_reserved_bytes"] = max(r["peak_reserved_bytes"] for r in per_rank)
+    if mn.PEAK_RESERVED_BYTES in per_rank[0]:
+        metrics[mn.PEAK_RESERVED_BYTES] = max(r[mn.PEAK_RESERVED_BYTES] for r in per_rank)
     if hasattr(inner, "get_nb_trainable_parameters"):
         metrics["peft_trainable_params"] = int(inner.get_nb_trainable_parameters()[0])
-    metrics.update(tm.check_mfu(mfu, "mfu"))
+    metrics.update(tm.check_mfu(mfu, mn.MFU))
     note = cpu_dtype_note(cfg.dtype, ctx.device.type)
     if note:
         metrics["note"] = note

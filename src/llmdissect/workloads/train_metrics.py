@@ -5,7 +5,6 @@ from typing import Any
 
 from llmdissect.specs.models import ModelSpec
 
-
 RECOMPUTE_LEVEL = {"none": 0, "selective": 1, "full": 2}
 
 

@@ -7,46 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from llmdissect.workloads.serve import arrivals, client, metrics, prompts
+from llmdissect.workloads.serve.serve_config import ENDPOINTS, ServeConfig
 
-ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 API_KEY_ENV = "OPENAI_API_KEY"
 MAX_WARM_CONNECTIONS = 512
-
-
-@dataclass
-class ServeConfig:
-    """What `bench serve` runs (the stored config; the API key is never part of it)."""
-
-    base_url: str
-    model: str | None = None
-    endpoint: str = "completions"
-    stream: bool = True
-    num_prompts: int = 100
-    input_len: int = 128
-    output_len: int | None = None
-    dataset: str | None = None
-    tokenizer: str | None = None
-    request_rate: float = math.inf
-    burstiness: float = 1.0
-    max_concurrency: int | None = None
-    arrivals: str | None = None
-    seed: int = 0
-    server_kind: str = "auto"
-    slo: dict[str, float] = field(default_factory=dict)
-    timeout_s: float = 300.0
-
-    def to_config(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["request_rate"] = "inf" if math.isinf(self.request_rate) else self.request_rate
-        return d
 
 
 @dataclass
@@ -170,7 +142,8 @@ async def run_async(cfg: ServeConfig, api_key: str | None = None,
         "send_offsets_s": [r.send_offset_s for r in results],
         "scheduled_offsets_s": list(offsets[:len(results)]),
     })
-    extra = {"model": model, "warm_connections": warm, "sent_fields": sorted(extras), "fixed_output_len": "ignore_eos" in extras,
+    extra = {"model": model, "warm_connections": warm, "sent_fields": sorted(extras),
+             "fixed_output_len": "ignore_eos" in extras,
              "output_tokens_counted_by": m["output_tokens_source"], "tokenizer": tok.path if tok else None,
              "input_len_exact": (not cfg.dataset and all(p.input_len == cfg.input_len for p in items))}
     return RunOutcome(results, m, extra, server, start)

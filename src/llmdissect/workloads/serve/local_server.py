@@ -119,7 +119,7 @@ class LocalServer:
             pass
         self.process.wait(timeout=10)
 
-    def __enter__(self) -> "LocalServer":
+    def __enter__(self) -> LocalServer:
         return self
 
     def __exit__(self, *exc: object) -> None:

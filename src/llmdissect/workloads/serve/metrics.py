@@ -6,13 +6,15 @@ chunks, a chunk of k tokens giving k samples of gap / k, so a request's mean ITL
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 from llmdissect.measure.stats import Stats
 
-SLO_KEYS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2e": "e2e_latency_s", "itl": "itl_s"}
+SLO_KEYS = {"ttft": mn.TTFT_S, "tpot": mn.TPOT_S, "e2e": mn.E2E_LATENCY_S, "itl": mn.ITL_S}
 
 
 @dataclass
@@ -120,9 +122,9 @@ def meets_slo(r: RequestResult, slo: dict[str, float]) -> bool:
     every SLO given. A metric the request has no value for (tpot of a 1-token answer) is met."""
     if not r.ok:
         return False
-    values = {"ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "e2e_latency_s": r.e2e_s}
+    values = {mn.TTFT_S: r.ttft_s, mn.TPOT_S: r.tpot_s, mn.E2E_LATENCY_S: r.e2e_s}
     for key, limit in slo.items():
-        if key == "itl_s":
+        if key == mn.ITL_S:
             if any(x > limit for x in request_itls(r)):
                 return False
             continue
@@ -154,15 +156,15 @@ def summarize(results: Sequence[RequestResult], duration_s: float, slo: dict[str
             errors.append(r.error)
     m: dict[str, Any] = {
         "requests": len(results), "completed": len(done), "failed": len(failed), "errors": errors,
-        "duration_s": duration_s,
-        "ttft_s": _stats([r.ttft_s for r in done if r.ttft_s is not None]),
-        "tpot_s": _stats([t for r in done if (t := r.tpot_s) is not None]),
-        "itl_s": _stats(itl),
-        "e2e_latency_s": _stats([r.e2e_s for r in done if r.e2e_s is not None]),
+        mn.DURATION_S: duration_s,
+        mn.TTFT_S: _stats([r.ttft_s for r in done if r.ttft_s is not None]),
+        mn.TPOT_S: _stats([t for r in done if (t := r.tpot_s) is not None]),
+        mn.ITL_S: _stats(itl),
+        mn.E2E_LATENCY_S: _stats([r.e2e_s for r in done if r.e2e_s is not None]),
         # completed / duration, and the token throughputs likewise
-        "request_throughput_per_s": per_s(len(done)),
-        "output_tokens_per_s": per_s(out_tokens),
-        "total_tokens_per_s": per_s(out_tokens + in_tokens),
+        mn.REQUEST_THROUGHPUT_PER_S: per_s(len(done)),
+        mn.OUTPUT_TOKENS_PER_S: per_s(out_tokens),
+        mn.TOTAL_TOKENS_PER_S: per_s(out_tokens + in_tokens),
         "input_tokens": in_tokens, "output_tokens": out_tokens,
         "output_tokens_source": "+".join(sources) or None,
         "output_len_mismatched": len(mismatched),
@@ -171,6 +173,6 @@ def summarize(results: Sequence[RequestResult], duration_s: float, slo: dict[str
     if slo:
         m["slo"] = slo
         good = sum(1 for r in done if meets_slo(r, slo))
-        m["goodput_per_s"] = per_s(good)  # completed requests meeting every SLO / duration
+        m[mn.GOODPUT_PER_S] = per_s(good)  # completed requests meeting every SLO / duration
         m["slo_attainment"] = good / len(results) if results else None
     return m

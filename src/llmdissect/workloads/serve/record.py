@@ -3,19 +3,21 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable
+from collections.abc import Callable
 
+import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 from llmdissect.measure.env import capture_env
 from llmdissect.results.schema import RunRecord
-from llmdissect.workloads.serve.loadgen import ServeConfig, run_async
+from llmdissect.workloads.serve.loadgen import run_async
+from llmdissect.workloads.serve.serve_config import ServeConfig
 
 
 def serve_record(cfg: ServeConfig, api_key: str | None = None,
                  on_done: Callable[[int, int], None] | None = None) -> tuple[RunRecord, bool]:
     """Run `cfg` and return (record, bad_input). Status ok when every request completed;
     failed (with the counts and the first error) otherwise, or when the run could not start."""
-    record = RunRecord(kind="serve", source="measured", config=cfg.to_config(), env=capture_env())
+    record = RunRecord(kind=mn.SERVE, source="measured", config=cfg.to_config(), env=capture_env())
     record.env.pop("command", None)  # may hold --api-key; the key is never stored
     try:
         outcome = asyncio.run(run_async(cfg, api_key=api_key, on_done=on_done))
@@ -48,7 +50,7 @@ class ProgressBar:
         self._task = self._p.add_task(title, total=total)
         self._last = 0.0
 
-    def __enter__(self) -> "ProgressBar":
+    def __enter__(self) -> ProgressBar:
         self._p.start()
         return self
 

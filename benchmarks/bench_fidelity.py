@@ -61,7 +61,8 @@ def main() -> None:
     for metric, values in per_metric.items():
         print(f"{metric:<22}{pairs[metric]:>6}{min(values):>8.0%}{statistics.median(values):>8.0%}"
               f"{max(values):>8.0%}")
-    print(f"load average now: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (2 cores: above 2 means a shared machine)")
+    now = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"load average now: {now} (above the number of cores: a shared machine)")
 
 
 if __name__ == "__main__":

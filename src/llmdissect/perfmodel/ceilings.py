@@ -134,7 +134,8 @@ def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None =
         network = Network(float(bandwidth or 10e9) / 4, alpha, eff["comm"], fits, base_s=base)
     sources["collectives"] = _collective_source(fits, backend, platform.num_devices)
     host = hw.host_link
-    host_link = Network(host.unidirectional_bytes_per_s, default_latency_s("pcie")[1], eff["host_link"]) if host else None
+    host_link = (Network(host.unidirectional_bytes_per_s, default_latency_s("pcie")[1], eff["host_link"])
+                 if host else None)
     assumptions = assumptions_for(hw.kind)
     overrides = profile.get("perfmodel") if (applies or explicit) else None
     if isinstance(overrides, dict) and overrides:

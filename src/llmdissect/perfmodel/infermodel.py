@@ -2,8 +2,9 @@
 
 Prefill (TTFT) runs the forward of b x input_len tokens, compute-bound; each decode step
 (TPOT) reads every weight and the KV cache once for b new tokens, bandwidth-bound at small
-batch, and pays every operator's fixed cost and `generate`'s own per-step cost once more
-(at batch 1 on a CPU these fixed costs are most of a step) (Pope et al., "Efficiently Scaling Transformer Inference", arXiv 2211.05102). Decode
+batch (Pope et al., "Efficiently Scaling Transformer Inference", arXiv 2211.05102), and
+pays every operator's fixed cost and `generate`'s own per-step cost once more (at batch 1
+on a CPU these fixed costs are most of a step). Decode
 is costed at the mean context input_len + output_len / 2. Throughput grows with batch until
 the KV cache fills the memory left beside the weights (`max_batch`).
 """
@@ -13,8 +14,13 @@ import llmdissect.metric_names as mn
 from llmdissect.perfmodel import comm, kvcache
 from llmdissect.perfmodel import flops as fl
 from llmdissect.perfmodel.ceilings import Machine
-from llmdissect.perfmodel.layertime import (head_forward_time_s, layer_elementwise_time_s, layer_fixed_s,
-                                            layer_forward_time_s, layer_gemm_time_s)
+from llmdissect.perfmodel.layertime import (
+    head_forward_time_s,
+    layer_elementwise_time_s,
+    layer_fixed_s,
+    layer_forward_time_s,
+    layer_gemm_time_s,
+)
 from llmdissect.perfmodel.roofline import attention_time_s
 from llmdissect.perfmodel.trainmodel import framework_bytes
 from llmdissect.specs.models import ModelSpec

@@ -15,7 +15,6 @@ Scalars or numpy arrays throughout.
 """
 from __future__ import annotations
 
-from llmdissect.perfmodel import flops as fl
 from llmdissect.perfmodel import op_costs as opc
 from llmdissect.perfmodel.roofline import Ceilings, attention_time_s, gemm_time_s, memory_time_s
 from llmdissect.specs.models import ModelSpec

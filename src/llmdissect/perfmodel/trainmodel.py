@@ -18,8 +18,12 @@ from llmdissect.perfmodel import comm, states
 from llmdissect.perfmodel import flops as fl
 from llmdissect.perfmodel import op_costs as opc
 from llmdissect.perfmodel.ceilings import Machine
-from llmdissect.perfmodel.layertime import (head_forward_time_s, layer_attention_time_s, layer_fixed_s,
-                                            layer_forward_time_s)
+from llmdissect.perfmodel.layertime import (
+    head_forward_time_s,
+    layer_attention_time_s,
+    layer_fixed_s,
+    layer_forward_time_s,
+)
 from llmdissect.perfmodel.roofline import memory_time_s
 from llmdissect.perfmodel.stepmemory import optimizer_step_transient_bytes, training_step_peak_bytes
 from llmdissect.specs.models import ModelSpec

@@ -77,6 +77,17 @@ class Validation:
     """(record id, kind, why no estimate)."""
     computed: list[RunRecord] = field(default_factory=list)
     """Estimates computed here (no stored one matched), for the caller to store if it wants."""
+    unpredicted: list[tuple[str, str, str]] = field(default_factory=list)
+    """(record id, metric, why): a measured metric the estimate has no number for."""
+
+    def not_predicted(self) -> list[dict[str, Any]]:
+        """Per metric, the measured records it was not predicted for, and why (said, not left out)."""
+        out: dict[tuple[str, str], list[str]] = {}
+        for rid, metric, why in self.unpredicted:
+            out.setdefault((metric, why), []).append(rid)
+        for rid, kind, why in self.unpaired:
+            out.setdefault((f"every {kind} metric", why), []).append(rid)
+        return [{"metric": m, "reason": why, "records": ids} for (m, why), ids in out.items()]
 
     def summary(self) -> list[dict[str, Any]]:
         rows = []
@@ -92,6 +103,7 @@ class Validation:
     def to_dict(self) -> dict[str, Any]:
         return {"summary": self.summary(), "pairs": [p.to_dict() for p in self.pairs],
                 "unpaired": [{"record_id": i, "kind": k, "reason": r} for i, k, r in self.unpaired],
+                "not_predicted": self.not_predicted(),
                 "mape_all": (sum(abs(p.error) for p in self.pairs) / len(self.pairs)) if self.pairs else None}
 
 
@@ -142,6 +154,10 @@ def validate_records(records: list[RunRecord], estimates: list[RunRecord]) -> Va
             meas, pred = measured_of(r.metrics), predicted_of(est_metrics)
             if meas and pred is not None:
                 v.pairs.append(Pair(r.id, r.kind, label(r), name, float(meas), float(pred), est_id))
+            elif meas:
+                why = ("no time estimate: no ceilings for this device (run `llmdissect peak`)"
+                       if est_metrics.get("time") is None else "the estimate has no value for it")
+                v.unpredicted.append((r.id, name, why))
     return v
 
 

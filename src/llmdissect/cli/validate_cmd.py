@@ -79,6 +79,8 @@ def show(v, suite: Optional[str], n_measured: int, detail: bool = False) -> None
                               pct(p.error), p.estimate) for p in v.pairs], justify_numbers=False))
     for rid, kind, why in v.unpaired:
         console.print(f"not validated: {rid[:10]} ({kind}): {why}", markup=False)
+    for rid, metric, why in v.unpredicted:
+        console.print(f"not predicted: {metric} of {rid[:10]}: {why}", markup=False)
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:

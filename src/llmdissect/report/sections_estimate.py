@@ -31,6 +31,14 @@ def _get(metrics: dict, path: tuple[str, ...]) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def _summary(pairs: list) -> list[tuple]:
+    """Per metric of the shown pairs: count, MAPE, median and worst error (as `validate`)."""
+    from llmdissect.analysis.validate import Validation
+
+    return [(s["metric"], s["pairs"], f"{s['mape']:.0%}", f"{s['median_error']:+.0%}", f"{s['worst_error']:+.0%}")
+            for s in Validation(pairs=list(pairs)).summary()]
+
+
 def estimates(records: list[RunRecord], estimate_missing: bool = True) -> Section | None:
     from llmdissect.analysis.validate import validate_records
 
@@ -61,6 +69,14 @@ def estimates(records: list[RunRecord], estimate_missing: bool = True) -> Sectio
         rows.append((p.label, p.metric, p.measured * scale, p.predicted * scale, f"{p.error:+.0%}", p.estimate,
                      p.record_id))
         finding_rows.append((f"{p.kind} {p.label}", p.metric, p.measured, p.predicted))
+    summary = _summary(pairs)
+    if summary:
+        sec.tables.append(Table("Error per metric: MAPE = mean |estimate - measured| / measured",
+                                ["metric", "pairs", "MAPE", "median error", "worst error"], summary))
+    missing = v.not_predicted()
+    if missing:
+        sec.findings += [f"Not predicted: {row['metric']} of {len(row['records'])} run(s): {row['reason']}."
+                         for row in missing]
     if points:
         sec.plots.append(plots.versus("estimate-vs-measured", "Estimated against measured", points,
                                       xlabel="measured (unit in the legend)", ylabel="estimated (same unit)"))

@@ -25,6 +25,8 @@ def _validate(ctx: QuickContext) -> None:
     for s in v.summary():
         ctx.log(f"validate {s['metric']}: {s['pairs']} pair(s), MAPE {s['mape']:.0%}, "
                 f"median error {s['median_error']:+.0%}, worst {s['worst_error']:+.0%}")
+    for row in v.not_predicted():
+        ctx.log(f"not predicted: {row['metric']} of {len(row['records'])} record(s): {row['reason']}")
     ctx.log(f"validate: {len(v.pairs)} pairs from {len(measured)} measured records, {len(v.computed)} estimates "
             f"stored; table: `llmdissect validate --suite quick --db {ctx.db_path}`")
 

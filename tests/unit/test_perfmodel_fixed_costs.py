@@ -1,0 +1,78 @@
+"""The fixed costs a roofline cannot see (issue 16): per operator, per forward, per generate
+step, per collective call; and GEMM efficiency by size. Closed forms, no timing."""
+from __future__ import annotations
+
+import pytest
+
+from llmdissect.perfmodel import comm
+from llmdissect.perfmodel import layertime as lt
+from llmdissect.perfmodel import op_costs as opc
+from llmdissect.perfmodel.ceilings import machine_for
+from llmdissect.perfmodel.config import InferSetup, TrainSetup
+from llmdissect.perfmodel.estimate import estimate_infer, estimate_train
+from llmdissect.perfmodel.roofline import Ceilings, gemm_efficiency
+from llmdissect.specs import get_model, resolve_platform
+
+# ceilings so high that every roofline time vanishes: what is left is the fixed costs
+HUGE = {"peak_flops_per_s": {"fp32": 1e30}, "memory_bandwidth_bytes_per_s": 1e30,
+        "op_fixed_s": 50e-6, "forward_fixed_s": 1e-3, "generate_step_s": 0.5e-3}
+
+
+def test_a_layer_pays_a_fixed_cost_per_operator_of_the_table():
+    c = Ceilings(1e30, 1e30, {"gemm": 1, "attention": 1, "memory": 1}, op_fixed_s=50e-6)
+    assert len(opc.LAYER_FORWARD_OPS) == 14
+    assert lt.layer_fixed_s(c) == pytest.approx(14 * 50e-6)
+    m = get_model("tiny-llama")
+    assert lt.layer_forward_time_s(c, m, 1, 1, 4, 0, 0) == pytest.approx(14 * 50e-6)
+
+
+def test_tpot_at_vanishing_rooflines_is_the_sum_of_the_fixed_costs():
+    m = get_model("tiny-llama")
+    plat = resolve_platform("cpu")
+    est = estimate_infer(InferSetup(model=m, platform=plat, batch=1, input_len=16, output_len=8, dtype="fp32"),
+                         machine_for(plat, "fp32", {"cpu": HUGE}))
+    t = est.metrics["time"]
+    # every layer's 14 operators, the forward outside its layers, generate's own step
+    assert t["tpot_s"] == pytest.approx(6 * 14 * 50e-6 + 1e-3 + 0.5e-3, rel=1e-6)
+    assert t["ttft_s"] == pytest.approx(6 * 14 * 50e-6 + 1e-3 + 0.5e-3, rel=1e-6)
+
+
+def test_backward_pays_each_operators_fixed_cost_once():
+    m = get_model("tiny-llama")
+    plat = resolve_platform("cpu")
+    est = estimate_train(TrainSetup(kind="pretrain", model=m, platform=plat, micro_batch=1, seq=16, dtype="fp32"),
+                         machine_for(plat, "fp32", {"cpu": HUGE}))
+    t = est.metrics["time"]
+    loss = 2 * len(opc.LOSS_OPS) * 50e-6
+    assert t["forward_s"] == pytest.approx(6 * 14 * 50e-6 + 1e-3 + loss, rel=1e-6)
+    assert t["backward_s"] == pytest.approx(6 * 14 * 50e-6 + 2 * (1e-3 + loss), rel=1e-6)
+
+
+def test_gpus_default_to_a_published_kernel_launch_cost():
+    mach = machine_for(resolve_platform("h100"), "bf16")
+    assert mach.ceilings.op_fixed_s == 3.8e-6
+    assert mach.ceilings.forward_fixed_s == pytest.approx(3 * 3.8e-6)
+    assert "launch" in mach.sources["fixed_costs"]
+    cpu = machine_for(resolve_platform("cpu"), "fp32", {"cpu": {"peak_flops_per_s": {"fp32": 1e11},
+                                                                 "memory_bandwidth_bytes_per_s": 1e10}})
+    assert cpu.ceilings.op_fixed_s == 0 and "not measured" in cpu.sources["fixed_costs"]
+
+
+def test_gemm_efficiency_follows_the_measured_curve_in_log_flops():
+    c = Ceilings(1e12, 1e11, {"gemm": 0.7, "attention": 0.5, "memory": 0.8},
+                 gemm_efficiency_by_flops=((1e6, 0.2), (1e8, 0.6)))
+    assert gemm_efficiency(c, 1e5) == 0.2  # flat below the smallest measured GEMM
+    assert gemm_efficiency(c, 1e7) == pytest.approx(0.4)  # half-way in log10: 6 -> 8
+    assert gemm_efficiency(c, 1e9) == 0.6  # flat above the largest
+    assert gemm_efficiency(c) == 0.7  # no size: the class's efficiency
+
+
+def test_fsdp_pays_a_collective_call_per_wrapped_layer():
+    net = comm.Network(1e9, 0.0, 1.0, base_s=1e-4)
+    one = comm.collective_time_s(net, "all_gather", 1e6, 2)
+    per_layer = comm.collective_time_s(net, "all_gather", 1e6, 2, calls=7)
+    assert per_layer - one == pytest.approx(6 * 1e-4)
+    m = get_model("tiny-llama")
+    setup = TrainSetup(kind="pretrain", model=m, platform=resolve_platform("cpu", 2), zero=3, dtype="fp32",
+                       seq=16)
+    assert setup.engine == "fsdp" and setup.sharded_calls == m.num_layers + 1

@@ -35,7 +35,8 @@ def _ops(ctx: QuickContext) -> None:
 
     cfg = OpsConfig(model="tiny-llama", tokens=64, passes="both", min_time_s=0.01, seqs=[64], quant=False,
                     device="cpu")
-    record, _ = run_ops(cfg, progress=False, timeout_s=120, store_profile=False)
+    # its efficiencies (per class and GEMMs by size) go into the profile, which the estimates read
+    record, _ = run_ops(cfg, progress=False, timeout_s=120, store_profile=True)
     _check(ctx, record)
     m = record.metrics
     slowest = max(m["rows"], key=lambda r: r[mn.TIME_S]["median"])

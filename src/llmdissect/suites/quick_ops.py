@@ -1,5 +1,6 @@
 """Quick-suite steps of the micro half: `peak` (quick variant, stored in the calibration
-profile so that later training steps report MFU), a tiny-llama `bench ops` and a tiny-llama
+profile so that later training steps report MFU), a tiny-llama `bench ops` (its per-class
+and by-size efficiencies stored there too, for the estimates `validate` makes) and a tiny-llama
 `dissect pretrain`."""
 from __future__ import annotations
 
@@ -66,5 +67,6 @@ def _dissect(ctx: QuickContext) -> None:
 
 def quick_steps() -> list[QuickStep]:
     return [QuickStep("peak", "matmul FLOP/s and copy bandwidth (quick), stored in the calibration profile", _peak),
-            QuickStep("ops", "tiny-llama decoder-layer operators, 64 tokens, fwd and bwd", _ops),
+            QuickStep("ops", "tiny-llama decoder-layer operators, 64 tokens, fwd and bwd; efficiencies stored in the "
+                                 "calibration profile", _ops),
             QuickStep("dissect-pretrain", "tiny-llama pre-training step under torch.profiler", _dissect)]

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from llmdissect.child_result import ChildResult
+from llmdissect.measure.allocator import allocator_env
 from llmdissect.specs.hardware import usable_cores
 
 THREADS_ENV = "LLMDISSECT_THREADS"
@@ -78,8 +79,9 @@ def run_child(target: str, config: dict[str, Any], *, nproc: int = 1, nnodes: in
     with tempfile.TemporaryDirectory(prefix="llmdissect-") as tmp:
         cfg, out, log = Path(tmp) / "config.json", Path(tmp) / "result.json", Path(tmp) / "output.log"
         cfg.write_text(json.dumps(config))
-        child_env = {**os.environ, **(env or {}), THREADS_ENV: str(threads), "OMP_NUM_THREADS": str(threads),
-                     "MKL_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+        child_env = {**os.environ, **allocator_env(), **(env or {}), THREADS_ENV: str(threads),
+                     "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+                     "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
         cmd = _command(target, cfg, out, nproc, nnodes, node_rank, rdzv_endpoint, distributed)
         t0 = time.perf_counter()
         with open(log, "wb") as log_file:

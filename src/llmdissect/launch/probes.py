@@ -8,11 +8,11 @@ from typing import Any
 
 
 def echo(config: dict[str, Any]) -> dict[str, Any]:
-    """Returns its config, the process's thread setting and rank."""
+    """Returns its config, the process's thread setting, rank and allocator tunables."""
     import torch
 
     return {"config": config, "threads": torch.get_num_threads(), "rank": int(os.environ.get("RANK", "0")),
-            "world_size": int(os.environ.get("WORLD_SIZE", "1"))}
+            "world_size": int(os.environ.get("WORLD_SIZE", "1")), "glibc_tunables": os.environ.get("GLIBC_TUNABLES")}
 
 
 def sleep(config: dict[str, Any]) -> dict[str, Any]:

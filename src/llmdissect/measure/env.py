@@ -15,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from llmdissect.measure.allocator import allocator_setting
 from llmdissect.specs.hardware import cpu_model_name, total_memory_bytes, usable_cores
 from llmdissect.version import __version__
 
@@ -80,6 +81,7 @@ def capture_env() -> dict[str, Any]:
         "memory_bytes": total_memory_bytes(),
         "libraries": library_versions(),
         "gpus": nvidia_smi(),
+        "malloc": allocator_setting(),
         "command": " ".join(sys.argv),
     }
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llmdissect.errors import UserError
+from llmdissect.measure.allocator import allocator_env
 from llmdissect.paths import state_dir
 
 CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
@@ -156,8 +157,9 @@ def start_server(model: str = "tiny-llama", *, port: int | None = None, threads:
                 str(max(1, cache_tokens // BLOCK_TOKENS)), "--cb-max-batch-tokens", str(max_batch_tokens)]
     else:
         cmd.append("--no-continuous-batching")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": str(threads),
-           "MKL_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false", "NO_COLOR": "1"}
+    env = {**os.environ, **allocator_env(), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+           "TOKENIZERS_PARALLELISM": "false", "NO_COLOR": "1"}
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=env, start_new_session=True)

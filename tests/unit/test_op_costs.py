@@ -106,3 +106,13 @@ def test_bad_pass_and_quantization_are_refused():
 
     with pytest.raises(UserError):
         opc.quant_storage_bytes(64, 128, 2, "fp3")
+
+
+def test_unfused_adamw_traffic_counts_each_ops_own_pass():
+    # torch's unfused AdamW: 8 ops of 2 + 3 + 2 + 3 + 2 + 2 + 2 + 4 fp32 reads and writes
+    assert opc.optimizer_step_traffic_bytes_per_param(4, "adamw") == 80
+    assert opc.optimizer_step_traffic_bytes_per_param(2, "adam") == 80
+    # a fused kernel moves the fewest bytes
+    fused = opc.optimizer_step_bytes_per_param(4, "adamw-fused")
+    assert opc.optimizer_step_traffic_bytes_per_param(4, "adamw-fused") == fused
+    assert opc.optimizer_step_traffic_bytes_per_param(4, "sgd") == 3 * 4 + 2 * 4

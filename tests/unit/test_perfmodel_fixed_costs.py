@@ -76,3 +76,10 @@ def test_fsdp_pays_a_collective_call_per_wrapped_layer():
     setup = TrainSetup(kind="pretrain", model=m, platform=resolve_platform("cpu", 2), zero=3, dtype="fp32",
                        seq=16)
     assert setup.engine == "fsdp" and setup.sharded_calls == m.num_layers + 1
+
+
+def test_on_a_cpu_no_collective_hides_behind_compute():
+    from llmdissect.perfmodel.defaults import assumptions_for
+
+    assert assumptions_for("cpu")["overlap_fraction"] == 0.0
+    assert assumptions_for("gpu")["overlap_fraction"] == 0.5

@@ -45,6 +45,9 @@ OP_FIXED_S_GPU = 3.8e-6
 # and PyTorch DDP overlap bucketed gradient reduction with backward; Megatron's TP
 # all-reduces sit on the critical path (0 overlap).
 DEFAULT_OVERLAP_FRACTION = 0.5
+# On a CPU nothing hides: gloo moves the bytes with the same cores the compute runs on (each
+# of N processes holds cores / N threads), and PyTorch's CPU backends have no side streams.
+CPU_OVERLAP_FRACTION = 0.0
 
 # The framework's allowance on a GPU: CUDA context and kernels (~0.5-1 GiB on recent
 # drivers) plus allocator fragmentation, taken as a fraction of what the tensors need.
@@ -70,4 +73,5 @@ def assumptions_for(kind: str) -> dict[str, float]:
     gpu = kind == "gpu"
     return {"framework_context_bytes": float(FRAMEWORK_CONTEXT_BYTES_GPU if gpu else 0),
             "fragmentation_fraction": FRAGMENTATION_FRACTION_GPU if gpu else 0.0,
-            "overlap_fraction": DEFAULT_OVERLAP_FRACTION, "cpu_adam_params_per_s": CPU_ADAM_PARAMS_PER_S}
+            "overlap_fraction": DEFAULT_OVERLAP_FRACTION if gpu else CPU_OVERLAP_FRACTION,
+            "cpu_adam_params_per_s": CPU_ADAM_PARAMS_PER_S}

@@ -183,6 +183,24 @@ def optimizer_step_bytes_per_param(dtype_bytes, optimizer: str = "adamw"):
     return 3 * dtype_bytes + 2 * states.optimizer_bytes_per_param(dtype_bytes, optimizer)
 
 
+# torch.optim.AdamW without `fused` (torch/optim/adamw.py; the single-tensor loop on a CPU,
+# where foreach is off, and the foreach form on a GPU run the same sequence): per element,
+# mul_(p) 2, lerp_(m, g) 3, mul_(v) 2, addcmul_(v, g, g) 3, sqrt(v) 2, div 2, add_(eps) 2 and
+# addcdiv_(p, m, denom) 4 reads and writes, each op a pass of its own over fp32 tensors (the
+# parameters' own, or the fp32 master copy under mixed precision).
+ADAMW_UNFUSED_PASSES = 20
+
+
+def optimizer_step_traffic_bytes_per_param(dtype_bytes, optimizer: str = "adamw"):
+    """Bytes one optimizer step moves per parameter as its implementation runs it: torch's
+    unfused AdamW/Adam makes ADAMW_UNFUSED_PASSES passes of 4 bytes (80, against the 28 a
+    fused kernel needs); a fused kernel (`adamw-fused`, bitsandbytes' 8-bit AdamW) and SGD
+    move the fewest bytes (optimizer_step_bytes_per_param)."""
+    if optimizer in ("adamw", "adam"):
+        return ADAMW_UNFUSED_PASSES * 4
+    return optimizer_step_bytes_per_param(dtype_bytes, optimizer)
+
+
 def adamw(params) -> Cost:
     """One AdamW step over `params` fp32 parameters (torch.optim.AdamW, as `bench ops` times it)."""
     return Cost(ADAMW_FLOPS_PER_PARAM * params, optimizer_step_bytes_per_param(4, "adamw") * params)

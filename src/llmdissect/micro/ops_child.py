@@ -119,7 +119,8 @@ def _clamp(x: float) -> float:
 
 def efficiencies(rows: list[dict[str, Any]], ceil: dict[str, Any]) -> dict[str, Any]:
     """Per roofline class against the measured ceilings, time-weighted (total work / total
-    time / ceiling), as perfmodel reads them (`gemm`, `attention`, `memory`, fractions in (0, 1]); plus GEMMs by size.
+    time / ceiling), as perfmodel reads them (`gemm`, `attention`, `memory`, fractions in (0, 1]);
+    plus forward GEMMs by size (`gemm_by_flops`).
 
     attention: per shape and pass the fastest fused (sdpa) backend, what dispatch would pick.
     memory: element-wise bytes against the DRAM bandwidth (capped at 1 where they ran from cache).
@@ -130,7 +131,10 @@ def efficiencies(rows: list[dict[str, Any]], ceil: dict[str, Any]) -> dict[str, 
     if gemm:
         out["gemm"] = _clamp(sum(r[mn.FLOPS] for r in gemm) / sum(r[mn.TIME_S]["median"] for r in gemm)
                              / peaks[gemm[0]["dtype"]])
-        out["gemm_by_flops"] = sorted([r[mn.FLOPS], _clamp(r[mn.FLOPS_PER_S] / peaks[r["dtype"]])] for r in gemm)
+        # the curve by size from forward GEMMs only: the estimator prices a backward as twice
+        # its forward, and a backward row's two matmuls at one size would blur the curve
+        fwd = [r for r in gemm if r.get("pass") == "fwd"] or gemm
+        out["gemm_by_flops"] = sorted([r[mn.FLOPS], _clamp(r[mn.FLOPS_PER_S] / peaks[r["dtype"]])] for r in fwd)
     best: dict[tuple[str, str], dict[str, Any]] = {}
     for r in rows:
         if r["class"] == "attention" and not r["op"].endswith("eager"):

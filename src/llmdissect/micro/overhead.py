@@ -8,9 +8,12 @@
 - `forward_fixed_s`: what one forward of the model pays outside its layers (attention-mask
   and rotary set-up, embedding, final norm, head, cache bookkeeping): the one-token forward
   of `debug-llama` minus its layers.
+- `generate_call_s`: what one `generate` call pays before its first token beyond the
+  prompt's forward (generation config, logits processors, cache set-up, the first pick):
+  a one-token `generate` minus the prompt's forward.
 - `generate_step_s`: what `generate` pays per decode step outside the model's forward
   (logits processing, the greedy pick, stopping checks, cache bookkeeping): the time per
-  step of a `debug-llama` generate call minus the time of its one-token forward.
+  further step of a `debug-llama` generate call minus the time of its one-token forward.
 
 Both are medians of the one timer's loop (measure.Timer, LoopPolicy), with a fixed seed.
 """
@@ -63,19 +66,20 @@ def measure_overheads(device: str, min_time_s: float = 0.2, seed: int = 0) -> di
         def layer_forward() -> None:
             layer(hidden, position_embeddings=rotary, position_ids=position)
 
-        def generate() -> None:
-            model.generate(prompt, max_new_tokens=GENERATE_TOKENS, min_new_tokens=GENERATE_TOKENS, do_sample=False,
-                           pad_token_id=0)
+        def generate(tokens: int) -> None:
+            model.generate(prompt, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=0)
 
         t_layer = _timed(layer_forward, device, min_time_s)
         t_forward = _timed(forward_one_token, device, min_time_s)
-        t_generate = _timed(generate, device, min_time_s)
+        t_generate = _timed(lambda: generate(GENERATE_TOKENS), device, min_time_s)
+        t_first = _timed(lambda: generate(1), device, min_time_s)
         t_prefill = _timed(lambda: model(prompt, use_cache=True), device, min_time_s)
-    # generate = prefill + first pick, then GENERATE_TOKENS - 1 decode steps
-    per_step = (t_generate - t_prefill) / (GENERATE_TOKENS - 1) if GENERATE_TOKENS > 1 else 0.0
+    # generate = set-up + prefill + first pick, then GENERATE_TOKENS - 1 decode steps
+    per_step = (t_generate - t_first) / (GENERATE_TOKENS - 1)
     # what one forward pays outside its layers (mask and rotary set-up, embedding, final
     # norm, head, cache bookkeeping), whatever the model's size
     outside = max(0.0, t_forward - spec.num_layers * t_layer)
     return {"op_fixed_s": t_layer / len(LAYER_FORWARD_OPS), "forward_fixed_s": outside,
-            "generate_step_s": max(0.0, per_step - t_forward), "layer_forward_s": t_layer,
+            "generate_step_s": max(0.0, per_step - t_forward),
+            "generate_call_s": max(0.0, t_first - t_prefill), "layer_forward_s": t_layer,
             "layer_ops": len(LAYER_FORWARD_OPS), "forward_one_token_s": t_forward, "probe_model": PROBE_MODEL}

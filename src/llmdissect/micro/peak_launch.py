@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import llmdissect.metric_names as mn
+from llmdissect.perfmodel.ceilings import FIXED_COST_KEYS
 
 TARGET = "llmdissect.micro.peak_child:run"
 
@@ -40,7 +41,7 @@ def profile_update(metrics: dict[str, Any], record_id: str | None = None) -> dic
         section = {"peak_flops_per_s": entry["peak_flops_per_s"],
                    "memory_bandwidth_bytes_per_s": entry["memory_bandwidth_bytes_per_s"], "record_id": record_id,
                    "threads": metrics.get("threads")}
-        for key in ("op_fixed_s", "forward_fixed_s", "generate_step_s"):  # fixed costs (micro.overhead)
+        for key in FIXED_COST_KEYS:  # fixed costs (micro.overhead)
             if (entry.get("overheads") or {}).get(key) is not None:
                 section[key] = entry["overheads"][key]
         if entry["device"] == "cpu":

@@ -67,24 +67,28 @@ def _collective_source(fits: dict, backend: str, n: int) -> str:
     return f"calibration profile: {backend} fits at {n} processes for {', '.join(used)}; defaults for the rest"
 
 
+FIXED_COST_KEYS = ("op_fixed_s", "forward_fixed_s", "generate_step_s", "generate_call_s")
+
+
 def _fixed_costs(kind: str, section: dict[str, Any] | None, sources: dict) -> dict[str, float]:
-    """The fixed costs per operator, per forward and per generate step (micro.overhead):
+    """The fixed costs per operator, per forward, per generate call and step (micro.overhead):
     measured in the profile's section, else a GPU's published launch cost, else 0."""
     from llmdissect.perfmodel.op_costs import MODEL_EDGE_OPS
 
     measured = {k: float(v) for k, v in (section or {}).items()
-                if k in ("op_fixed_s", "forward_fixed_s", "generate_step_s") and isinstance(v, (int, float))
+                if k in FIXED_COST_KEYS and isinstance(v, (int, float))
                 and not isinstance(v, bool) and v >= 0}
     if "op_fixed_s" in measured:
         sources["fixed_costs"] = "calibration profile (llmdissect peak)"
         return {"op_fixed_s": measured["op_fixed_s"], "forward_fixed_s": measured.get("forward_fixed_s", 0.0),
-                "generate_step_s": measured.get("generate_step_s", 0.0)}
+                "generate_step_s": measured.get("generate_step_s", 0.0),
+                "generate_call_s": measured.get("generate_call_s", 0.0)}
     if kind == "gpu":
         sources["fixed_costs"] = "kernel launch default (defaults.OP_FIXED_S_GPU); generate's own step not modelled"
         return {"op_fixed_s": OP_FIXED_S_GPU, "forward_fixed_s": len(MODEL_EDGE_OPS) * OP_FIXED_S_GPU,
-                "generate_step_s": 0.0}
+                "generate_step_s": 0.0, "generate_call_s": 0.0}
     sources["fixed_costs"] = "none: not measured on this machine (run `llmdissect peak`)"
-    return {"op_fixed_s": 0.0, "forward_fixed_s": 0.0, "generate_step_s": 0.0}
+    return dict.fromkeys(FIXED_COST_KEYS, 0.0)
 
 
 def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None = None,

@@ -52,7 +52,7 @@ def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp,
     prefill = (m.num_layers * layer_forward_time_s(c, m, b, n_in, e, eager, layer_weights, tp)
                + head_forward_time_s(c, m, b, e, tp, with_loss=0)
                + comm.tensor_parallel_comm_s(net, b * n_in * m.hidden_size * e, tp, m.num_layers, 1)
-               + c.generate_step_s)  # the first token's pick
+               + c.generate_call_s)  # generate's set-up and the first token's pick
     ctx = n_in + n_out / 2
     gemm = m.num_layers * layer_gemm_time_s(c, m, b, e, layer_weights, tp)  # b new tokens through every layer
     attn = attention_time_s(c, b * m.num_layers * fl.layer_attention_flops_fwd(m, ctx) / tp,

@@ -34,6 +34,9 @@ class Ceilings:
     generate_step_s: float = 0.0
     """What `generate` pays per step outside the model (logits processing, the pick, stopping
     checks, cache bookkeeping)."""
+    generate_call_s: float = 0.0
+    """What one `generate` call pays before its first token beyond the prompt's forward
+    (set-up of the generation config, processors and cache; the first pick)."""
     gemm_efficiency_by_flops: tuple = ()
     """Measured (flops, efficiency) points of GEMMs by size (`bench ops`), ascending."""
 

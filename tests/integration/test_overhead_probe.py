@@ -1,0 +1,16 @@
+"""The fixed-cost probe `peak` runs (micro.overhead), on this machine's CPU: every cost it
+stores is there, finite and not negative, and its parts are ordered as they must be."""
+import math
+
+from llmdissect.micro.overhead import measure_overheads
+from llmdissect.perfmodel.ceilings import FIXED_COST_KEYS
+
+
+def test_the_probe_measures_every_fixed_cost_the_estimator_reads():
+    out = measure_overheads("cpu", min_time_s=0.02)
+    for key in FIXED_COST_KEYS:
+        assert math.isfinite(out[key]) and out[key] >= 0, (key, out[key])
+    assert out["op_fixed_s"] > 0
+    # a whole one-token forward runs every layer, so it takes longer than one of them
+    assert out["forward_one_token_s"] > out["layer_forward_s"]
+    assert out["op_fixed_s"] * out["layer_ops"] == out["layer_forward_s"]

@@ -114,5 +114,25 @@ def test_unfused_adamw_traffic_counts_each_ops_own_pass():
     assert opc.optimizer_step_traffic_bytes_per_param(2, "adam") == 80
     # a fused kernel moves the fewest bytes
     fused = opc.optimizer_step_bytes_per_param(4, "adamw-fused")
+    assert opc.optimizer_step_traffic_bytes_per_param(4, "adamw-fused", cache_bytes=1e9) == fused
     assert opc.optimizer_step_traffic_bytes_per_param(4, "adamw-fused") == fused
     assert opc.optimizer_step_traffic_bytes_per_param(4, "sgd") == 3 * 4 + 2 * 4
+
+
+def test_unfused_adamw_moves_the_fewest_bytes_over_tensors_that_stay_in_cache():
+    from llmdissect.specs import get_model
+
+    m = get_model("tiny-llama")
+    tensors = opc.model_param_tensors(m)
+    assert sum(c * n for c, n in tensors) == m.params
+    # no cache (a GPU): every tensor makes its 20 passes
+    assert opc.optimizer_step_traffic_bytes_per_param(4, "adamw", tensors, 0.0) == 80
+    # a cache that holds every layer tensor's six fp32 copies but not the 8192 x 384 tables
+    big = m.vocab_size * m.hidden_size
+    spilled = 2 * big / m.params
+    got = opc.optimizer_step_traffic_bytes_per_param(4, "adamw", tensors, 6 * 4 * big - 1)
+    assert got == pytest.approx(28 + 52 * spilled)
+    # sharded two ways, the tables fit too
+    assert opc.optimizer_step_traffic_bytes_per_param(4, "adamw", tensors, 6 * 4 * big - 1, shard=2) == 28
+    # LoRA's adapters (tensors=None) are small: cached on a CPU
+    assert opc.optimizer_step_traffic_bytes_per_param(4, "adamw", None, 32 * 2**20) == 28

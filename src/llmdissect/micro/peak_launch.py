@@ -45,7 +45,12 @@ def profile_update(metrics: dict[str, Any], record_id: str | None = None) -> dic
             if (entry.get("overheads") or {}).get(key) is not None:
                 section[key] = entry["overheads"][key]
         if entry["device"] == "cpu":
+            from llmdissect.specs.hardware import last_level_cache_bytes
+
             section["theoretical_peak_flops_per_s"] = entry.get("theoretical_peak_flops_per_s", {})
+            cache = last_level_cache_bytes()
+            if cache:
+                section["last_level_cache_bytes"] = cache
             update["cpu"] = section
         else:
             update.setdefault("gpus", {})[entry["name"]] = section

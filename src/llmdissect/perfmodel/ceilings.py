@@ -121,8 +121,10 @@ def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None =
     fixed = _fixed_costs(hw.kind, section if applies else None, sources)
     curve = tuple(tuple(map(float, pt)) for pt in ((section or {}).get("gemm_efficiency_by_flops") or ())
                   if applies and len(pt) == 2 and 0 < pt[1] <= 1)
+    cache = (section or {}).get("last_level_cache_bytes") if applies and hw.kind == "cpu" else None
+    cache = float(cache) / shared if isinstance(cache, (int, float)) and cache > 0 else 0.0
     ceilings = Ceilings(float(peak) / shared, float(bandwidth) / shared, eff, gemm_efficiency_by_flops=curve,
-                        **fixed) if peak and bandwidth else None
+                        cache_bytes=cache, **fixed) if peak and bandwidth else None
     link = platform.interconnect or hw.link
     backend = "gloo" if hw.kind == "cpu" else "nccl"
     fits = {}

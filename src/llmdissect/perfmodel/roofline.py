@@ -37,6 +37,9 @@ class Ceilings:
     generate_call_s: float = 0.0
     """What one `generate` call pays before its first token beyond the prompt's forward
     (set-up of the generation config, processors and cache; the first pick)."""
+    cache_bytes: float = 0.0
+    """A CPU's last-level cache (what `peak` read from sysfs); 0: no reuse between operators
+    is counted (GPUs, whose foreach kernels sweep every tensor per operator)."""
     gemm_efficiency_by_flops: tuple = ()
     """Measured (flops, efficiency) points of GEMMs by size (`bench ops`), ascending."""
 

@@ -92,7 +92,11 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
                                         calls=sharded_calls)
     exposed = comm.exposed_s(dp_comm, ga * bwd, mach.assumptions["overlap_fraction"])
     psi_local = psi_shard / (1 + (zero >= 1) * (dp - 1))
-    on_device = memory_time_s(c, psi_local * opc.optimizer_step_traffic_bytes_per_param(e, optimizer))
+    shards = shard_div(tp, pp) * (1 + (zero >= 1) * (dp - 1))
+    traffic = lora * opc.optimizer_step_traffic_bytes_per_param(e, optimizer, None, c.cache_bytes) \
+        + (1 - lora) * opc.optimizer_step_traffic_bytes_per_param(e, optimizer, opc.model_param_tensors(m),
+                                                                  c.cache_bytes, shards)
+    on_device = memory_time_s(c, psi_local * traffic)
     host = mach.host_link
     host_bw = (host.bandwidth_bytes_per_s * host.efficiency) if host is not None else c.bytes_per_s()
     cpu_adam = psi_shard * shard_div(tp, pp) / mach.assumptions["cpu_adam_params_per_s"] + psi_local * 2 * e / host_bw

@@ -223,6 +223,28 @@ def cpu_model_name() -> str:
     return _platform.processor() or _platform.machine()
 
 
+def last_level_cache_bytes(root: str = "/sys/devices/system/cpu/cpu0/cache") -> int | None:
+    """The size of this CPU's last-level cache, from Linux's sysfs (None where unknown)."""
+    best: tuple[int, int] | None = None
+    for index in Path(root).glob("index*"):
+        try:
+            level = int((index / "level").read_text())
+            kind = (index / "type").read_text().strip()
+            text = (index / "size").read_text().strip().upper()
+        except (OSError, ValueError):
+            continue
+        if kind == "Instruction":
+            continue
+        scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+        try:
+            size = int(text.rstrip("KMG")) * scale
+        except ValueError:
+            continue
+        if best is None or level > best[0]:
+            best = (level, size)
+    return best[1] if best else None
+
+
 def usable_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))

@@ -6,12 +6,14 @@ interleaved round by round (alternating which goes first) so that machine noise 
 """
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 from llmdissect.launch.child import default_threads
+from llmdissect.measure.allocator import allocator_env
 from llmdissect.workloads.train_launch import prepare, run_training
 
 HERE = Path(__file__).parent
@@ -38,7 +40,8 @@ def main() -> None:
     def run_bare() -> None:
         out = subprocess.run([sys.executable, str(HERE / "bare_train_loop.py"), a.model, str(a.micro_batch),
                               str(a.seq), str(a.steps), str(a.warmup), str(threads)],
-                             capture_output=True, text=True, check=True)
+                             capture_output=True, text=True, check=True,
+                             env={**os.environ, **allocator_env()})  # the allocator bench children get
         bare.append(json.loads(out.stdout.strip().splitlines()[-1])["tokens_per_s"])
 
     for r in range(a.rounds):

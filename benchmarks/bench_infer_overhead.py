@@ -70,6 +70,11 @@ class BareLoop:
 
 
 def main() -> None:
+    from llmdissect.measure.allocator import allocator_env
+
+    extra = allocator_env()
+    if extra:  # the bare loop runs here: give this process the allocator bench children get
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **extra})
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="tiny-llama")
     p.add_argument("--batch", type=int, default=1)

@@ -61,8 +61,10 @@ def main() -> None:
     for metric, values in per_metric.items():
         print(f"{metric:<22}{pairs[metric]:>6}{min(values):>8.0%}{statistics.median(values):>8.0%}"
               f"{max(values):>8.0%}")
-    now = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"load average now: {now} (above the number of cores: a shared machine)")
+    load = os.getloadavg()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    busy = " (above the number of cores: other work shared the machine)" if load[0] > cores else ""
+    print(f"load average now: {' '.join(f'{x:.2f}' for x in load)} on {cores} cores{busy}")
 
 
 if __name__ == "__main__":

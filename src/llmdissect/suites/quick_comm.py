@@ -1,19 +1,21 @@
-"""Quick-suite step of the collectives: a 2-process gloo sweep of all-reduce and all-gather,
-1 KiB to 16 MiB (nccl-tests semantics, every result checked), about 20 s on 2 cores."""
+"""Quick-suite step of the collectives: a 2-process gloo sweep of all-reduce, all-gather and
+reduce-scatter (the three DDP, FSDP and ZeRO run, so that the estimates of the training
+points take fitted costs for each), 1 KiB to 32 MiB (nccl-tests semantics, every result
+checked), about 20 s on 2 cores."""
 from __future__ import annotations
 
 import llmdissect.metric_names as mn
 from llmdissect.suites.quick import QuickContext, QuickStep
 
-QUICK_SIZES = ("1K", "16M")
+QUICK_SIZES = ("1K", "32M")
 
 
 def _comm(ctx: QuickContext) -> None:
     from llmdissect.micro.comm_config import CommRequest
     from llmdissect.micro.comm_launch import build_config, run_comm, store_fits
 
-    req = CommRequest(ops="all_reduce,all_gather", min_bytes=QUICK_SIZES[0], max_bytes=QUICK_SIZES[1], factor=2,
-                      iters=10, warmup=2, backend="gloo", nproc=2, timeout_s=240)
+    req = CommRequest(ops="all_reduce,all_gather,reduce_scatter", min_bytes=QUICK_SIZES[0],
+                      max_bytes=QUICK_SIZES[1], factor=2, iters=10, warmup=2, backend="gloo", nproc=2, timeout_s=240)
     record, _ = run_comm(build_config(req), req, progress=False)  # the suite shows its own bar
     ctx.save(record)
     if record.status != "ok":

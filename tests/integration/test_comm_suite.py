@@ -20,10 +20,11 @@ def test_quick_suite_comm_step(db_path: Path):
     with open_store(db_path) as store:
         (record,) = store.query(kind="comm")
     assert record.status == "ok" and record.suite == "quick" and record.config["world_size"] == 2
-    for op in ("all_reduce", "all_gather"):
+    ops = ("all_reduce", "all_gather", "reduce_scatter")  # the three DDP, FSDP and ZeRO run
+    for op in ops:
         sizes = sorted({r["size_bytes"] for r in record.metrics["rows"] if r["op"] == op})
-        assert sizes[0] == 1024 and sizes[-1] == 16 * 2**20 and len(sizes) == 15
-    assert set(load_profile()["collectives"]["gloo"]) == {"all_reduce", "all_gather"}
+        assert sizes[0] == 1024 and sizes[-1] == 32 * 2**20 and len(sizes) == 16
+    assert set(load_profile()["collectives"]["gloo"]) == set(ops)
 
 
 def _free_port() -> int:

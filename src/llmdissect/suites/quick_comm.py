@@ -41,4 +41,4 @@ def summary(metrics: dict) -> str:
 
 
 def quick_steps() -> list[QuickStep]:
-    return [QuickStep("comm", "2-process gloo all-reduce and all-gather, 1 KiB to 16 MiB", _comm)]
+    return [QuickStep("comm", "2-process gloo all-reduce, all-gather and reduce-scatter, 1 KiB to 32 MiB", _comm)]

@@ -123,7 +123,9 @@ def test_unfused_adamw_moves_the_fewest_bytes_over_tensors_that_stay_in_cache():
     from llmdissect.specs import get_model
 
     m = get_model("tiny-llama")
-    tensors = opc.model_param_tensors(m)
+    from llmdissect.perfmodel.layertime import model_param_tensors
+
+    tensors = model_param_tensors(m)
     assert sum(c * n for c, n in tensors) == m.params
     # no cache (a GPU): every tensor makes its 20 passes
     assert opc.optimizer_step_traffic_bytes_per_param(4, "adamw", tensors, 0.0) == 80

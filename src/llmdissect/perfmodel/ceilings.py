@@ -80,9 +80,7 @@ def _fixed_costs(kind: str, section: dict[str, Any] | None, sources: dict) -> di
                 and not isinstance(v, bool) and v >= 0}
     if "op_fixed_s" in measured:
         sources["fixed_costs"] = "calibration profile (llmdissect peak)"
-        return {"op_fixed_s": measured["op_fixed_s"], "forward_fixed_s": measured.get("forward_fixed_s", 0.0),
-                "generate_step_s": measured.get("generate_step_s", 0.0),
-                "generate_call_s": measured.get("generate_call_s", 0.0)}
+        return {k: measured.get(k, 0.0) for k in FIXED_COST_KEYS}
     if kind == "gpu":
         sources["fixed_costs"] = "kernel launch default (defaults.OP_FIXED_S_GPU); generate's own step not modelled"
         return {"op_fixed_s": OP_FIXED_S_GPU, "forward_fixed_s": len(MODEL_EDGE_OPS) * OP_FIXED_S_GPU,

@@ -32,6 +32,15 @@ def layer_gemm_shapes(m: ModelSpec):
     return ((h, m.q_dim), (h, m.kv_dim), (h, m.kv_dim), (m.q_dim, h), (h, f), (h, f), (f, h))
 
 
+def model_param_tensors(m: ModelSpec) -> list[tuple[int, int]]:
+    """(count, elements) of a Llama model's parameter tensors: per layer its GEMMs' weights
+    and two norms; the embedding, the final norm and (untied) the head."""
+    h = m.hidden_size
+    out = [(m.num_layers, k * n) for k, n in layer_gemm_shapes(m)] + [(2 * m.num_layers, h)]
+    out += [(1, m.vocab_size * h), (1, h)]
+    return out if m.tie_word_embeddings else out + [(1, m.vocab_size * h)]
+
+
 def layer_gemm_time_s(c: Ceilings, m: ModelSpec, tokens, e, weight_bytes, tp=1):
     """The layer's GEMMs, each at the efficiency of its own size; `weight_bytes` is the
     layer's (possibly quantized) weights, shared among them by their number of weights."""

@@ -195,24 +195,13 @@ ADAMW_UNFUSED_PASSES = 20
 ADAMW_WORKING_TENSORS = 6
 
 
-def model_param_tensors(m) -> list[tuple[int, int]]:
-    """(count, elements) of a Llama model's parameter tensors: per layer seven projections and
-    two norms; the embedding, the final norm and (untied) the head."""
-    h = m.hidden_size
-    layer = [(k * n) for k, n in ((h, m.q_dim), (h, m.kv_dim), (h, m.kv_dim), (m.q_dim, h),
-                                  (h, m.intermediate_size), (h, m.intermediate_size),
-                                  (m.intermediate_size, h))] + [h, h]
-    out = [(m.num_layers, n) for n in layer] + [(1, m.vocab_size * h), (1, h)]
-    return out if m.tie_word_embeddings else out + [(1, m.vocab_size * h)]
-
-
 def optimizer_step_traffic_bytes_per_param(dtype_bytes, optimizer: str = "adamw", tensors=None, cache_bytes=0.0,
                                            shard=1):
     """Bytes one optimizer step moves per parameter as its implementation runs it. torch's
     unfused AdamW/Adam makes ADAMW_UNFUSED_PASSES passes of 4 bytes (80, against the 28 a
     fused kernel needs), except over the tensors whose working set (ADAMW_WORKING_TENSORS
     x 4 bytes x elements / `shard`) fits in `cache_bytes`: those move the fewest bytes.
-    `tensors` is model_param_tensors' list (None: all of them small, as LoRA's adapters).
+    `tensors` is layertime.model_param_tensors' list (None: all of them small, as LoRA's adapters).
     A fused kernel (`adamw-fused`, bitsandbytes' 8-bit AdamW) and SGD move the fewest bytes
     (optimizer_step_bytes_per_param). Scalars or numpy arrays (`shard`)."""
     fewest = optimizer_step_bytes_per_param(dtype_bytes, optimizer)

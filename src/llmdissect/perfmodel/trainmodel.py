@@ -23,6 +23,7 @@ from llmdissect.perfmodel.layertime import (
     layer_attention_time_s,
     layer_fixed_s,
     layer_forward_time_s,
+    model_param_tensors,
 )
 from llmdissect.perfmodel.roofline import memory_time_s
 from llmdissect.perfmodel.stepmemory import optimizer_step_transient_bytes, training_step_peak_bytes
@@ -94,7 +95,7 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     psi_local = psi_shard / (1 + (zero >= 1) * (dp - 1))
     shards = shard_div(tp, pp) * (1 + (zero >= 1) * (dp - 1))
     traffic = lora * opc.optimizer_step_traffic_bytes_per_param(e, optimizer, None, c.cache_bytes) \
-        + (1 - lora) * opc.optimizer_step_traffic_bytes_per_param(e, optimizer, opc.model_param_tensors(m),
+        + (1 - lora) * opc.optimizer_step_traffic_bytes_per_param(e, optimizer, model_param_tensors(m),
                                                                   c.cache_bytes, shards)
     on_device = memory_time_s(c, psi_local * traffic)
     host = mach.host_link

@@ -51,6 +51,18 @@ def test_errors_against_a_computed_estimate_and_a_stored_one():
     assert pair2.estimate == stored.id and pair2.error == pytest.approx(0.5) and not v2.computed
 
 
+def test_an_estimate_made_for_another_record_is_not_reused():
+    first = measured({"peak_memory_bytes": 1e6, "step_time_s": {"median": 0.5, "n": 3}})
+    made = validate_records([first], []).computed[0]  # stored by the validate of an earlier run
+    made.metrics = {**made.metrics, "memory": {**made.metrics["memory"], "total_bytes": 9e6}}
+    second = measured({"peak_memory_bytes": 1e6, "step_time_s": {"median": 0.5, "n": 3}})
+    again = validate_records([first, second], [made])
+    by_record = {p.record_id: p for p in again.pairs if p.metric == "peak_memory_bytes"}
+    assert by_record[first.id].estimate == made.id and by_record[first.id].predicted == 9e6
+    assert by_record[second.id].estimate == "computed" and by_record[second.id].predicted != 9e6
+    assert [e.env["validates"] for e in again.computed] == [second.id]
+
+
 def test_records_without_a_model_are_listed_not_paired():
     serve = RunRecord(kind="serve", config={"model": "tiny-llama"}, metrics={"ttft_s": {"median": 0.1}}).finish("ok")
     failed = measured({}).finish("failed", "boom")

@@ -4,8 +4,12 @@ configuration (the shared config keys of docs/developing.md), error per metric, 
 error = (predicted - measured) / measured   (signed: above 0 the model over-predicts)
 MAPE  = mean over pairs of |error|          (mean absolute percentage error)
 
-An estimate of the same configuration stored in the results (newest first) is used; where
-none is stored the estimate is computed here on this machine's calibration profile. Metrics:
+The estimate is, in this order: one stored for this very record (`env.validates`, what an
+earlier `validate` stored); a standalone estimate of the same configuration stored by the
+user (`llmdissect estimate`, no `validates`: a prediction made before the run, newest
+wins); else one computed here on this machine's calibration profile. An estimate stored
+for another record of the same configuration is never reused: it was made with the model
+and calibration of its day, and would hide what they predict now. Metrics:
 training `step_time_s` (median), `tokens_per_s`, `peak_memory_bytes` (measured peak of live
 tensors vs the predicted `memory.total_bytes`); inference `ttft_s`, `tpot_s` (medians),
 `decode_tokens_per_s`, `peak_memory_bytes`; collectives `busbw_bytes_per_s` per row
@@ -123,7 +127,11 @@ def label(r: RunRecord) -> str:
 def validate_records(records: list[RunRecord], estimates: list[RunRecord]) -> Validation:
     """Pair every ok measured record with an estimate and compare metric by metric."""
     stored: dict[tuple, RunRecord] = {}
+    made_for: dict[str, RunRecord] = {}
     for e in estimates:  # oldest first: the newest of a configuration wins
+        if e.env.get("validates"):
+            made_for[e.env["validates"]] = e
+            continue
         k = join_key(e.config.get("kind_estimated", ""), e.config)
         if k is not None:
             stored[k] = e
@@ -143,7 +151,7 @@ def validate_records(records: list[RunRecord], estimates: list[RunRecord]) -> Va
         except (UserError, KeyError, TypeError) as e:
             v.unpaired.append((r.id, r.kind, f"no estimate: {e}"))
             continue
-        match = stored.get(join_key(r.kind, est.config))
+        match = made_for.get(r.id) or stored.get(join_key(r.kind, est.config))
         if match is not None:
             est_metrics, est_id = match.metrics, match.id
         else:

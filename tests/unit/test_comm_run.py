@@ -53,9 +53,15 @@ def test_summary_and_profile_entries(tmp_path):
     entry = json.loads(path.read_text())["collectives"]["gloo"]["all_reduce"]
     assert entry["alpha_s"] == pytest.approx(1e-4) and entry["beta_s_per_byte"] == pytest.approx(1e-9)
     assert (entry["nproc"], entry["link"], entry["record_id"]) == (2, "intra-node", record.id)
-    # the quick suite's way: an existing fit is left alone
+    # the quick suite's way: a deliberate fit is left alone ...
     record.metrics["fits"]["all_reduce"]["alpha_s"] = 5.0
-    assert store_fits(record, path, only_missing=True) is None
+    assert store_fits(record, path, stored_by="quick") is None
     assert json.loads(path.read_text())["collectives"]["gloo"]["all_reduce"]["alpha_s"] == pytest.approx(1e-4)
+    # ... but its own fit from an earlier quick run is replaced by the new one
+    quick_path = tmp_path / "quick.json"
+    store_fits(record, quick_path, stored_by="quick")
+    record.metrics["fits"]["all_reduce"]["alpha_s"] = 7.0
+    assert store_fits(record, quick_path, stored_by="quick") == quick_path
+    assert json.loads(quick_path.read_text())["collectives"]["gloo"]["all_reduce"]["alpha_s"] == 7.0
     failed = RunRecord(kind="comm", config=config, metrics={"fits": record.metrics["fits"]}).finish("failed", "x")
     assert store_fits(failed, tmp_path / "other.json") is None and not (tmp_path / "other.json").exists()

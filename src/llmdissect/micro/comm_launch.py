@@ -117,22 +117,25 @@ def add_summary(metrics: dict[str, Any]) -> None:
     metrics["fits"] = {op: fit.to_dict() for op, fit in fit_rows(rows).items()}
 
 
-def store_fits(record, path: str | Path | None = None, only_missing: bool = False) -> Path | None:
+def store_fits(record, path: str | Path | None = None, stored_by: str = "bench comm") -> Path | None:
     """Write the record's fits into the calibration profile's `collectives.<backend>.<op>`.
-    `only_missing`: leave operators that already have a fit alone (the quick suite's way)."""
+    `stored_by="quick"` (the quick suite's way): replace only fits that an earlier quick suite
+    stored, never a deliberate `bench comm` fit (nor one from before `stored_by` was kept)."""
     from llmdissect.calibration_profile import load_profile, update_profile
 
     fits = record.metrics.get("fits") or {}
     backend = record.config["backend"]
-    if only_missing:
+    if stored_by == "quick":
         have = load_profile(path).get("collectives", {}).get(backend, {})
-        fits = {op: f for op, f in fits.items() if op not in have}
+        fits = {op: f for op, f in fits.items() if have.get(op, {}).get("stored_by", "quick" if op not in have
+                                                                                 else "") == "quick"}
     if record.status != "ok" or not fits:
         return None
     link = "intra-node" if record.config["nnodes"] == 1 else "inter-node"
     entries = {op: {**f, "nproc": record.config["world_size"], "nnodes": record.config["nnodes"], "link": link,
                     "dtype": record.config["dtype"], "hardware": record.config["hardware"],
-                    "record_id": record.id, "measured_at": record.finished_at} for op, f in fits.items()}
+                    "record_id": record.id, "measured_at": record.finished_at, "stored_by": stored_by}
+               for op, f in fits.items()}
     return update_profile({"collectives": {backend: entries}}, path)
 
 

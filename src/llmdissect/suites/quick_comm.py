@@ -22,7 +22,7 @@ def _comm(ctx: QuickContext) -> None:
         from rich.markup import escape  # gloo's messages hold [file:line], which rich reads as markup
 
         raise RuntimeError(escape(f"comm run {record.id} ended {record.status}: {record.error}"))
-    stored = store_fits(record, only_missing=True)  # a deliberate `bench comm` fit is not overwritten
+    stored = store_fits(record, stored_by="quick")  # a deliberate `bench comm` fit is not overwritten
     ctx.log(f"comm: {summary(record.metrics)}" + (f"; fits stored in {stored}" if stored else ""))
 
 

@@ -1,5 +1,6 @@
 """`peak`, the child side: dense matmul FLOP/s per dtype and copy bandwidth on every device
-asked for (the measurements themselves are `micro.peak`'s)."""
+asked for (the measurements themselves are `micro.peak`'s), the fixed costs (`micro.overhead`)
+and the GEMM efficiency by shape (`micro.gemm_grid`)."""
 from __future__ import annotations
 
 from typing import Any
@@ -25,6 +26,20 @@ def summarize_device(rows: list[dict[str, Any]], copy: dict[str, Any]) -> dict[s
     return {"peak_flops_per_s": best, "memory_bandwidth_bytes_per_s": copy[mn.BYTES_PER_S], "rows": rows + [copy]}
 
 
+def _gemm_grid(device: str, config: dict[str, Any], peaks: dict[str, float]) -> dict[str, Any] | None:
+    """micro.gemm_grid in the device's default dtype, against the peak just measured in it."""
+    from llmdissect.micro.gemm_grid import DTYPE, measure_gemm_grid
+    from llmdissect.specs.hardware import last_level_cache_bytes
+
+    kind = "cuda" if device.startswith("cuda") else "cpu"
+    peak = peaks.get(DTYPE[kind])
+    if not peak:
+        return None
+    cache = last_level_cache_bytes() if kind == "cpu" else 0
+    return measure_gemm_grid(device, config["quick"], peak, cache or 0, min(config["min_time_s"], 0.05),
+                             config.get("seed", 0))
+
+
 def run(config: dict[str, Any]) -> dict[str, Any]:
     """Child entry: {"devices": [...], "quick": bool, "min_time_s": float}."""
     import torch
@@ -35,7 +50,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
 
     torch.manual_seed(config.get("seed", 0))
     plans = {d: _plan(d, config["quick"]) for d in config["devices"]}
-    total = sum(sum(len(v) for v in s.values()) + 2 for s, _ in plans.values())
+    total = sum(sum(len(v) for v in s.values()) + 3 for s, _ in plans.values())
     done = [0]
     out: dict[str, Any] = {}
     for device, (sizes, nbytes) in plans.items():
@@ -50,8 +65,12 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         report(config, done[0], total, f"{device} fixed costs")
         overheads = measure_overheads(device, min(config["min_time_s"], 0.3), config.get("seed", 0))
         done[0] += 1
+        report(config, done[0], total, f"{device} GEMM shapes")
+        summary = summarize_device(rows, copy)
+        grid = _gemm_grid(device, config, summary["peak_flops_per_s"])
+        done[0] += 1
         name = "cpu" if device == "cpu" else torch.cuda.get_device_name(int(device.split(":")[1]))
-        entry = {"device": device, "name": name, **summarize_device(rows, copy), "overheads": overheads}
+        entry = {"device": device, "name": name, **summary, "overheads": overheads, "gemm_grid": grid}
         if device == "cpu":
             theory = pk.theoretical_cpu_peak(torch.get_num_threads())
             entry["theoretical_peak_flops_per_s"] = theory.pop("flops_per_s")

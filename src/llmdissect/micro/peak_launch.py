@@ -44,6 +44,8 @@ def profile_update(metrics: dict[str, Any], record_id: str | None = None) -> dic
         for key in FIXED_COST_KEYS:  # fixed costs (micro.overhead)
             if (entry.get("overheads") or {}).get(key) is not None:
                 section[key] = entry["overheads"][key]
+        if entry.get("gemm_grid"):
+            section["gemm_efficiency_by_shape"] = entry["gemm_grid"]
         if entry["device"] == "cpu":
             from llmdissect.specs.hardware import last_level_cache_bytes
 

@@ -89,6 +89,25 @@ def _fixed_costs(kind: str, section: dict[str, Any] | None, sources: dict) -> di
     return dict.fromkeys(FIXED_COST_KEYS, 0.0)
 
 
+def _gemm_grid(table: Any, dtype: str, sources: dict[str, str]) -> tuple:
+    """The (rows, k, n, efficiency) grid `peak` measured (micro.gemm_grid), if it was measured
+    in the estimate's dtype and is well formed; else () and the FLOPs curve or class applies."""
+    if not isinstance(table, dict) or table.get("dtype") != dtype:
+        return ()
+    try:
+        axes = tuple(tuple(float(v) for v in table[a]) for a in ("rows", "k", "n"))
+        eff = tuple(tuple(tuple(float(v) for v in row) for row in plane) for plane in table["efficiency"])
+    except (KeyError, TypeError, ValueError):
+        return ()
+    shape_ok = len(eff) == len(axes[0]) and all(len(p) == len(axes[1]) and all(len(r) == len(axes[2]) for r in p)
+                                                for p in eff)
+    if not shape_ok or not all(0 < v <= 1 for p in eff for r in p for v in r) \
+            or any(list(a) != sorted(set(a)) or a[0] <= 0 for a in axes):
+        return ()
+    sources["gemm"] = f"calibration profile: {dtype} GEMM efficiency by (M, K, N), weights streamed from memory"
+    return (*axes, eff)
+
+
 def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None = None,
                 explicit: bool = False) -> Machine:
     """Ceilings and network of `platform` for compute dtype `dtype`."""
@@ -121,8 +140,9 @@ def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None =
                   if applies and len(pt) == 2 and 0 < pt[1] <= 1)
     cache = (section or {}).get("last_level_cache_bytes") if applies and hw.kind == "cpu" else None
     cache = float(cache) / shared if isinstance(cache, (int, float)) and cache > 0 else 0.0
+    grid = _gemm_grid((section or {}).get("gemm_efficiency_by_shape") if applies else None, dtype, sources)
     ceilings = Ceilings(float(peak) / shared, float(bandwidth) / shared, eff, gemm_efficiency_by_flops=curve,
-                        cache_bytes=cache, **fixed) if peak and bandwidth else None
+                        gemm_grid=grid, cache_bytes=cache, **fixed) if peak and bandwidth else None
     link = platform.interconnect or hw.link
     backend = "gloo" if hw.kind == "cpu" else "nccl"
     fits = {}

@@ -46,8 +46,10 @@ def layer_gemm_time_s(c: Ceilings, m: ModelSpec, tokens, e, weight_bytes, tp=1):
     layer's (possibly quantized) weights, shared among them by their number of weights."""
     shapes = layer_gemm_shapes(m)
     weights = sum(k * n for k, n in shapes)
+    # under TP each rank runs a 1/tp slice of every product (columns or rows alike here)
     return sum(gemm_time_s(c, opc.linear_flops(tokens, k, n) / tp,
-                           (weight_bytes * k * n / weights + opc.linear_io_bytes(tokens, k, n, e)) / tp)
+                           (weight_bytes * k * n / weights + opc.linear_io_bytes(tokens, k, n, e)) / tp,
+                           (tokens, k, n / tp))
                for k, n in shapes)
 
 
@@ -90,4 +92,5 @@ def head_forward_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1, with_loss=1)
     loss = with_loss * (opc.cross_entropy(tokens, m.vocab_size, "fwd").bytes
                         + opc.cross_entropy(tokens, m.vocab_size, "bwd").bytes) / tp
     fixed = c.forward_fixed_s + with_loss * 2 * len(opc.LOSS_OPS) * c.op_fixed_s
-    return gemm_time_s(c, head.flops / tp, head.bytes / tp) + memory_time_s(c, loss) + fixed
+    return (gemm_time_s(c, head.flops / tp, head.bytes / tp, (tokens, m.hidden_size, m.vocab_size / tp))
+            + memory_time_s(c, loss) + fixed)

@@ -42,10 +42,16 @@ class Ceilings:
     is counted (GPUs, whose foreach kernels sweep every tensor per operator)."""
     gemm_efficiency_by_flops: tuple = ()
     """Measured (flops, efficiency) points of GEMMs by size (`bench ops`), ascending."""
+    gemm_grid: tuple = ()
+    """Measured efficiency of a product of M rows, K inputs and N outputs (`peak`,
+    micro.gemm_grid): (rows, k, n, efficiency[i][j][l]); () where not measured."""
 
-    def gemm_flops_per_s(self, flops=None):
-        """The GEMM rate: at the measured efficiency of GEMMs of that size where `bench ops`
-        measured a curve (log-linear between its points, flat beyond them), else the class's."""
+    def gemm_flops_per_s(self, flops=None, shape=None):
+        """The GEMM rate: at the efficiency `peak` measured for that (M, K, N) shape where it
+        measured a grid, else at the efficiency `bench ops` measured for GEMMs of that many
+        FLOPs (log-linear between its points, flat beyond them), else the class's."""
+        if shape is not None and self.gemm_grid and all(isinstance(v, (int, float)) for v in shape):
+            return self.peak_flops_per_s * gemm_grid_efficiency(self.gemm_grid, *shape)
         return self.peak_flops_per_s * gemm_efficiency(self, flops)
 
     def attention_flops_per_s(self) -> float:
@@ -71,13 +77,42 @@ def gemm_efficiency(c: Ceilings, flops=None):
     return points[-1][1]
 
 
+def _bracket(points, x):
+    """(index below, index above, weight of the one above) of x among ascending grid points,
+    log-linear, held at the edges."""
+    if x <= points[0]:
+        return 0, 0, 0.0
+    for i in range(len(points) - 1):
+        if x <= points[i + 1]:
+            return i, i + 1, (math.log(x) - math.log(points[i])) / (math.log(points[i + 1]) - math.log(points[i]))
+    return len(points) - 1, len(points) - 1, 0.0
+
+
+def gemm_grid_efficiency(grid, m, k, n):
+    """Efficiency of an M x K x N product from a measured grid: trilinear in log M, log K and
+    log N between its points, the edge values beyond them."""
+    rows, ks, ns, eff = grid
+    (i0, i1, wi), (j0, j1, wj), (l0, l1, wl) = _bracket(rows, m), _bracket(ks, k), _bracket(ns, n)
+    total = 0.0
+    for i, a in ((i0, 1 - wi), (i1, wi)):
+        for j, b in ((j0, 1 - wj), (j1, wj)):
+            for l, c in ((l0, 1 - wl), (l1, wl)):
+                total += a * b * c * eff[i][j][l]
+    return total
+
+
 def op_time_s(flops, nbytes, flops_per_s, bytes_per_s):
     """The roofline time of one operator given effective compute and memory rates."""
     return vmax(flops / flops_per_s, nbytes / bytes_per_s)
 
 
-def gemm_time_s(c: Ceilings, flops, nbytes):
-    """A matrix multiply: compute-bound at large sizes, weight-read-bound at batch 1 decode."""
+def gemm_time_s(c: Ceilings, flops, nbytes, shape=None):
+    """A matrix multiply: compute-bound at large sizes, weight-read-bound at batch 1 decode.
+    Given its (M, K, N) `shape` and a measured grid, the grid's time already holds the
+    weight's read from memory (micro.gemm_grid streams it), so the memory side is only the
+    measured bandwidth itself, a floor no product goes below."""
+    if shape is not None and c.gemm_grid and all(isinstance(v, (int, float)) for v in shape):
+        return op_time_s(flops, nbytes, c.gemm_flops_per_s(flops, shape), c.memory_bandwidth_bytes_per_s)
     return op_time_s(flops, nbytes, c.gemm_flops_per_s(flops), c.bytes_per_s())
 
 

@@ -1,0 +1,82 @@
+"""GEMM efficiency by shape, measured on this device (the child side of `peak`).
+
+A model's linear layers are not square products: decode multiplies 1-8 rows by each weight,
+prefill and training a few hundred to thousands. How much of the peak a product of M rows,
+K inputs and N outputs reaches depends on all three: skinny products (M of 2-16) run far
+below the peak on CPUs, whose GEMM kernels pack the weight before using it, and M = 1 is
+a weight-streaming matrix-vector product. One curve by FLOPs cannot say that, so `peak`
+times `F.linear(x[M, K], W[N, K])` over a grid of (M, K, N) and stores, per point,
+
+    efficiency = 2 M K N / ((t - t_dispatch) x peak_flops_per_s)
+
+- The weights are cycled through copies whose total is at least twice the last-level cache
+  (or STREAM_BYTES), so that every call reads its weight from memory, as a model larger
+  than the cache does in each forward. (A model that fits in the cache runs faster than
+  this predicts at small M.)
+- `t_dispatch` is the time of a 1 x 16 x 16 product, what one call costs whatever its size;
+  the estimator adds the measured per-operator fixed cost on top (`op_fixed_s`), so it is
+  taken out here rather than counted twice.
+- Efficiencies are capped at 1 (a product that is pure dispatch would divide by ~0).
+
+The estimator interpolates log-linearly in M, K and N between the grid's points and holds
+the edge values beyond them (`perfmodel.roofline.gemm_grid_efficiency`).
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+ROWS_QUICK = (1, 4, 16, 64, 256, 1024)
+DIMS = (128, 512, 2048)
+"""K and N of the grid: a 16 M-parameter demo model's 128-1024 up to a 7B model's 4096 held
+at the 2048 edge (large products are near their plateau by then)."""
+STREAM_BYTES = {"cpu": 64 * 2**20, "cuda": 256 * 2**20}
+DTYPE = {"cpu": "fp32", "cuda": "bf16"}
+
+
+def _weights(n_out: int, k: int, dtype, device: str, total_bytes: int, gen) -> list:
+    import torch
+
+    one = n_out * k * torch.finfo(dtype).bits // 8
+    copies = max(1, -(-total_bytes // one))
+    base = torch.randn(n_out, k, generator=gen).to(device=device, dtype=dtype)  # [N, K]
+    return [base.clone() for _ in range(copies)]
+
+
+def measure_gemm_grid(device: str, quick: bool, peak_flops_per_s: float, cache_bytes: int = 0,
+                      min_time_s: float = 0.02, seed: int = 0) -> dict[str, Any]:
+    """The (M, K, N) grid of efficiencies, with the dtype, the dispatch time and the stream size."""
+    import torch
+    import torch.nn.functional as F
+
+    from llmdissect.dtypes import torch_dtype
+    from llmdissect.measure import LoopPolicy, Timer, measure_loop
+
+    kind = "cuda" if device.startswith("cuda") else "cpu"
+    dtype = torch_dtype(DTYPE[kind])
+    sync = (lambda: torch.cuda.synchronize(device)) if kind == "cuda" else None
+    timer = Timer(device, sync)
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    policy = LoopPolicy(warmup=2, min_iters=3, min_time_s=min_time_s)
+
+    def timed(x, weights) -> float:
+        cycle = itertools.cycle(weights)
+        return measure_loop(lambda: F.linear(x, next(cycle)), policy, timer).stats.median
+
+    with torch.no_grad():
+        tiny = torch.randn(1, 16, generator=gen).to(device=device, dtype=dtype)
+        dispatch = timed(tiny, [torch.randn(16, 16, generator=gen).to(device=device, dtype=dtype)])
+        stream = max(STREAM_BYTES[kind], 2 * int(cache_bytes or 0))
+        rows = ROWS_QUICK if quick else ROWS
+        eff = [[[0.0] * len(DIMS) for _ in DIMS] for _ in rows]
+        for j, k in enumerate(DIMS):
+            for n_i, n in enumerate(DIMS):
+                weights = _weights(n, k, dtype, device, stream, gen)
+                for i, m in enumerate(rows):
+                    x = torch.randn(m, k, generator=gen).to(device=device, dtype=dtype)  # [M, K]
+                    net = max(timed(x, weights) - dispatch, 1e-9)
+                    eff[i][j][n_i] = min(1.0, 2 * m * k * n / (net * peak_flops_per_s))
+                del weights
+    return {"dtype": DTYPE[kind], "rows": list(rows), "k": list(DIMS), "n": list(DIMS), "efficiency": eff,
+            "dispatch_s": dispatch, "stream_bytes": stream}

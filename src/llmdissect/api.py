@@ -17,7 +17,7 @@ def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, d
              attn: str = "sdpa", tp: int = 1, pp: int | None = None, optimizer: str | None = None,
              lora_rank: int | None = None, lora_targets: str | None = None, quant: str = "none",
              batch: int | None = None, input_len: int | None = None, output_len: int | None = None,
-             calibration: str | os.PathLike[str] | None = None, store: bool = True,
+             cache: str | None = None, calibration: str | os.PathLike[str] | None = None, store: bool = True,
              db: str | os.PathLike[str] | None = None) -> RunRecord:
     """Predict per-device memory, step time, throughput and MFU of a configuration (no run).
 
@@ -33,7 +33,7 @@ def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, d
         model: a model preset (`llmdissect models`), model TOML or config.json.
         hardware: a device (a800, h100, cpu) or a platform (8xa800).
         gpus, dtype, micro_batch, seq, grad_accum, zero, offload, recompute, attn, tp, pp,
-            optimizer, lora_rank, lora_targets, quant, batch, input_len, output_len: the
+            optimizer, lora_rank, lora_targets, quant, batch, input_len, output_len, cache: the
             options of `llmdissect estimate` (see `perfmodel.request.EstimateRequest`);
             training-only options are refused for infer and the other way round.
         calibration: a calibration profile (default: this machine's, when one was measured).
@@ -49,7 +49,7 @@ def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, d
     options = dict(gpus=gpus, dtype=dtype, micro_batch=micro_batch, seq=seq, grad_accum=grad_accum, zero=zero,
                    offload=offload, recompute=recompute, attn=attn, tp=tp, pp=pp, optimizer=optimizer,
                    lora_rank=lora_rank, lora_targets=lora_targets, quant=quant, batch=batch, input_len=input_len,
-                   output_len=output_len)
+                   output_len=output_len, cache=cache)
     est = run_estimate(estimate_request(kind, model=model, hardware=hardware, **options), calibration)
     record = est.to_record(estimate_env(calibration))
     if store:

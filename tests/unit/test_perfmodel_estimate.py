@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from llmdissect.errors import UserError
 from llmdissect.perfmodel import comm
 from llmdissect.perfmodel.advise import infer_space, pareto_front, train_space
 from llmdissect.perfmodel.ceilings import machine_for
@@ -127,8 +128,8 @@ def test_decode_is_bandwidth_bound_and_batching_helps(a800x8):
     # plus a kernel launch per operator (defaults.OP_FIXED_S_GPU): 14 per layer, 3 outside them
     launches = (m.num_layers * 14 + 3) * 3.8e-6
     assert one["time"]["tpot_s"] == pytest.approx(weights_read + launches, rel=0.1)
-    many = estimate_infer(InferSetup(model=m, platform=resolve_platform("a800"), batch=32), machine_for(
-        resolve_platform("a800"), "bf16")).metrics
+    many = estimate_infer(InferSetup(model=m, platform=resolve_platform("a800"), batch=32, cache="static"),
+                          machine_for(resolve_platform("a800"), "bf16")).metrics
     assert many["tokens_per_s"] > 10 * one["tokens_per_s"]
     assert one["max_batch"] > 32
 
@@ -213,3 +214,19 @@ def test_the_estimate_says_which_collective_fit_it_used():
     at4 = machine_for(resolve_platform("cpu", 4), "fp32", profile).sources["collectives"]
     assert "fits at 2 processes for all_reduce" in at2
     assert "measured at [2] processes, not 4" in at4
+
+
+def test_a_dynamic_cache_rewrites_itself_every_decode_step():
+    """transformers' DynamicCache appends by torch.cat: per step it reads and writes the whole
+    cache (2 x its bytes at the memory rate) beside attention's read; a static cache does not."""
+    from llmdissect.perfmodel import kvcache
+
+    m, plat = get_model("llama2-7b"), resolve_platform("a800")
+    mach = machine_for(plat, "bf16")
+    setups = {c: InferSetup(model=m, platform=plat, batch=16, input_len=1024, output_len=128, cache=c)
+              for c in ("dynamic", "static")}
+    tpot = {c: estimate_infer(s, mach).metrics["time"]["tpot_s"] for c, s in setups.items()}
+    cache = kvcache.kv_cache_bytes(m, 16, 1024 + 128 / 2, 2)
+    assert tpot["dynamic"] - tpot["static"] == pytest.approx(2 * cache / mach.ceilings.bytes_per_s())
+    with pytest.raises(UserError, match="cache"):
+        InferSetup(model=m, platform=plat, cache="paged-ish")

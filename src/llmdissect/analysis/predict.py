@@ -79,7 +79,8 @@ def estimate_options(kind: str, config: dict[str, Any]) -> tuple[str, dict[str, 
     if kind == mn.INFER:
         opts = {"model": config["model"], "hardware": hardware, "batch": config["batch"],
                 "input_len": config["input_len"], "output_len": config["output_len"], "dtype": config.get("dtype"),
-                "attn": config.get("attn", "sdpa"), "tp": 1, "quant": config.get("quant", "none")}
+                "attn": config.get("attn", "sdpa"), "tp": 1, "quant": config.get("quant", "none"),
+                "cache": config.get("cache") or "dynamic"}
         return kind, opts
     raise UserError(f"the estimator has no model of `{kind}` runs")
 

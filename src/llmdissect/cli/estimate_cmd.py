@@ -41,6 +41,8 @@ def estimate(
     batch: Optional[int] = typer.Option(None, "--batch", help="Sequences per batch (infer) [1]."),
     input_len: Optional[int] = typer.Option(None, "--input-len", help="Prompt tokens (infer) [512]."),
     output_len: Optional[int] = typer.Option(None, "--output-len", help="Generated tokens (infer) [128]."),
+    cache: Optional[str] = typer.Option(None, "--cache", help="dynamic | static: generate's KV cache (infer) "
+                                                              "[dynamic]."),
     calibration: Optional[Path] = typer.Option(None, "--calibration",
                                                help="Calibration profile (default: this machine's)."),
     store: bool = typer.Option(True, "--store/--no-store", help="Store the estimate in the results database."),

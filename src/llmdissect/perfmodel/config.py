@@ -9,6 +9,7 @@ from llmdissect.dtypes import check_compute_dtype, dtype_bytes
 from llmdissect.errors import UserError
 from llmdissect.perfmodel.activations import ATTNS, RECOMPUTES
 from llmdissect.perfmodel.defaults import OPTIMIZERS
+from llmdissect.perfmodel.kvcache import CACHES
 from llmdissect.perfmodel.states import OFFLOADS
 from llmdissect.perfmodel.weights import LORA_TARGETS_DEFAULT, check_quant
 from llmdissect.specs.hardware import Platform
@@ -150,12 +151,16 @@ class InferSetup:
     attn: str = "sdpa"
     quant: str = "none"
     tp: int = 1
+    cache: str = "dynamic"
+    """The KV cache generate uses: dynamic (transformers' DynamicCache, which appends by
+    concatenation) or static (preallocated, written in place, as serving engines' are)."""
     dp: int = field(init=False, default=1)
 
     def __post_init__(self) -> None:
         check_compute_dtype(self.dtype)
         _positive(batch=self.batch, input_len=self.input_len, output_len=self.output_len)
         _check_attn(self.attn, self.platform)
+        _choice("cache", self.cache, CACHES)
         object.__setattr__(self, "quant", check_quant(self.quant))
         if self.input_len + self.output_len > self.model.max_position_embeddings:
             raise UserError(f"--input-len {self.input_len} + --output-len {self.output_len} is longer than "
@@ -169,5 +174,5 @@ class InferSetup:
     def config(self) -> dict[str, Any]:
         return {"model": self.model.name, "hardware": self.platform.name, "batch": self.batch,
                 "input_len": self.input_len, "output_len": self.output_len, "dtype": self.dtype, "attn": self.attn,
-                "cache": "dynamic", "quant": self.quant, "compile": False, "tp": self.tp,
+                "cache": self.cache, "quant": self.quant, "compile": False, "tp": self.tp,
                 "nproc": self.platform.num_devices, "kind_estimated": mn.INFER}

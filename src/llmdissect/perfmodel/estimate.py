@@ -110,6 +110,7 @@ def estimate_infer(setup: InferSetup, mach: Machine) -> Estimate:
     kw = dict(b=setup.batch, n_in=setup.input_len, n_out=setup.output_len, e=e,
               eager=int(setup.attn == "eager"), tp=setup.tp)
     memory, max_batch = infer_memory(m, mach, weight_bytes=wt.model_weight_bytes(m, setup.quant, e), **kw)
+    kw["concat"] = int(setup.cache == "dynamic")  # time only: both caches hold the same bytes at the end
     memory = _plain(memory)
     metrics: dict[str, Any] = {mn.MEMORY: memory, "device_memory_bytes": setup.platform.device.memory_bytes,
                                "max_batch": int(max_batch), "data_parallel": setup.dp}

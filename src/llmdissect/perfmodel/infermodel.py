@@ -2,7 +2,8 @@
 
 Prefill (TTFT) runs the forward of b x input_len tokens, compute-bound; each decode step
 (TPOT) reads every weight and the KV cache once for b new tokens, bandwidth-bound at small
-batch (Pope et al., "Efficiently Scaling Transformer Inference", arXiv 2211.05102), and
+batch (Pope et al., "Efficiently Scaling Transformer Inference", arXiv 2211.05102), rewrites
+the cache to append to it (transformers' concatenating DynamicCache, kvcache.py), and
 pays every operator's fixed cost and `generate`'s own per-step cost once more (at batch 1
 on a CPU these fixed costs are most of a step). Decode
 is costed at the mean context input_len + output_len / 2. Throughput grows with batch until
@@ -21,7 +22,7 @@ from llmdissect.perfmodel.layertime import (
     layer_forward_time_s,
     layer_gemm_time_s,
 )
-from llmdissect.perfmodel.roofline import attention_time_s
+from llmdissect.perfmodel.roofline import attention_time_s, memory_time_s
 from llmdissect.perfmodel.trainmodel import framework_bytes
 from llmdissect.specs.models import ModelSpec
 
@@ -45,9 +46,10 @@ def infer_memory(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, w
             mn.TOTAL_BYTES: tensors + other}, max_batch
 
 
-def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp, layer_weights):
+def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp, layer_weights, concat=1):
     """TTFT, TPOT, end-to-end latency, throughput and MFU of one batch; needs ceilings.
-    `layer_weights` is the bytes of one decoder layer's (possibly quantized) weights."""
+    `layer_weights` is the bytes of one decoder layer's (possibly quantized) weights;
+    `concat` 1 for a cache that appends by concatenation (transformers' dynamic), 0 in place."""
     c, net = mach.ceilings, mach.network
     prefill = (m.num_layers * layer_forward_time_s(c, m, b, n_in, e, eager, layer_weights, tp)
                + head_forward_time_s(c, m, b, e, tp, with_loss=0)
@@ -58,9 +60,10 @@ def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp,
     attn = attention_time_s(c, b * m.num_layers * fl.layer_attention_flops_fwd(m, ctx) / tp,
                             kvcache.kv_cache_bytes(m, b, ctx, e, tp))
     head = head_forward_time_s(c, m, b, e, tp, with_loss=0)
+    append = concat * memory_time_s(c, kvcache.cache_append_bytes(m, b, ctx, e, tp))  # the cache rewrites itself
     # every layer's operators pay their fixed cost again for each new token, as does generate's own loop
     fixed = m.num_layers * (layer_fixed_s(c) + layer_elementwise_time_s(c, m, b, e, tp)) + c.generate_step_s
-    tpot = gemm + attn + head + fixed + comm.tensor_parallel_comm_s(net, b * m.hidden_size * e, tp, m.num_layers, 1)
+    tpot = gemm + attn + append + head + fixed + comm.tensor_parallel_comm_s(net, b * m.hidden_size * e, tp, m.num_layers, 1)
     e2e = prefill + (n_out - 1) * tpot
     flops = b * n_in * fl.inference_flops_per_token(m, n_in / 2) + b * n_out * fl.inference_flops_per_token(m, ctx)
     return {mn.TIME: {mn.TTFT_S: prefill, mn.TPOT_S: tpot, mn.E2E_LATENCY_S: e2e},

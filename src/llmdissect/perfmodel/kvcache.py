@@ -21,6 +21,20 @@ def kv_cache_bytes(m: ModelSpec, batch, positions, e, tp=1):
     return batch * positions * kv_bytes_per_token(m, e) / tp
 
 
+CACHES = ("dynamic", "static")
+"""bench infer's --cache: transformers' DynamicCache (concatenating) or StaticCache (in place)."""
+CACHE_APPEND_PASSES = 2
+"""transformers' DynamicCache appends a step's keys and values by `torch.cat` of the layer's
+whole cache with them (cache_utils.DynamicLayer.update), so each decode step reads the
+cache and writes it anew: two passes over its bytes, beside attention's own read."""
+
+
+def cache_append_bytes(m: ModelSpec, batch, positions, e, tp=1):
+    """Bytes one decode step moves to append to a concatenating cache of `positions` tokens
+    (a static cache writes only the new token's, which is noise beside attention's read)."""
+    return CACHE_APPEND_PASSES * kv_cache_bytes(m, batch, positions, e, tp)
+
+
 def generate_positions(input_len, output_len):
     """Positions the cache holds at the end of generate."""
     return input_len + output_len - 1

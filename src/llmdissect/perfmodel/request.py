@@ -17,7 +17,7 @@ from llmdissect.errors import UserError
 
 KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER)
 TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp", "lora_rank", "optimizer")
-INFER_ONLY = ("batch", "input_len", "output_len")
+INFER_ONLY = ("batch", "input_len", "output_len", "cache")
 POSITIVE = ("gpus", "tp", "pp", "micro_batch", "seq", "grad_accum", "batch", "input_len", "output_len")
 
 
@@ -68,6 +68,8 @@ class EstimateRequest(BaseModel):
     """Prompt tokens [512] (infer)."""
     output_len: Optional[int] = None
     """Generated tokens [128] (infer)."""
+    cache: Optional[str] = None
+    """dynamic | static: the KV cache of generate [dynamic] (infer; dynamic rewrites itself each step)."""
 
 
 def estimate_request(kind: str, **options: Any) -> EstimateRequest:
@@ -107,7 +109,7 @@ def run_estimate(request: EstimateRequest, calibration: str | os.PathLike | None
     common = dict(model=model, platform=platform, dtype=dtype, attn=r.attn, quant=r.quant, tp=r.tp)
     if r.kind == mn.INFER:
         setup = InferSetup(batch=r.batch or 1, input_len=r.input_len or 512, output_len=r.output_len or 128,
-                           **common)
+                           cache=r.cache or "dynamic", **common)
         return estimate_infer(setup, machine)
     targets = parse_lora_targets(r.lora_targets) if r.lora_targets else LORA_TARGETS_DEFAULT
     setup = TrainSetup(kind=r.kind, micro_batch=r.micro_batch or 1,

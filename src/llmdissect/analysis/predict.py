@@ -12,6 +12,7 @@ from typing import Any
 
 import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
+from llmdissect.perfmodel.config import ENGINE_ZERO
 
 TRAIN_KEYS = ("model", "engine", "nproc", "zero", "offload", "recompute", "attn", "dtype", "optimizer",
               "micro_batch", "seq", "grad_accum", "tp", "pp", "method", "lora_rank", "quant")
@@ -72,6 +73,8 @@ def estimate_options(kind: str, config: dict[str, Any]) -> tuple[str, dict[str, 
                 "grad_accum": config.get("grad_accum"), "zero": config.get("zero", 0),
                 "offload": config.get("offload", "none"), "recompute": config.get("recompute", "none"),
                 "attn": config.get("attn", "sdpa"), "tp": 1, "pp": 1, "optimizer": config.get("optimizer"),
+                # an engine the estimator does not model (tensor-parallel runs) is left to it
+                "engine": config.get("engine") if config.get("engine") in ENGINE_ZERO else None,
                 "quant": config.get("quant", "none") if method != "full" else "none",
                 "lora_rank": config.get("lora_rank") if method != "full" else None,
                 "lora_targets": config.get("lora_targets") if method != "full" else None}

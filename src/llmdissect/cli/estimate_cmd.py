@@ -33,6 +33,8 @@ def estimate(
     pp: Optional[int] = typer.Option(None, "--pp", help="Pipeline-parallel degree [1]."),
     optimizer: Optional[str] = typer.Option(None, "--optimizer",
                                             help="adamw | adamw-fused | adamw-8bit | adam | sgd [adamw]."),
+    engine: Optional[str] = typer.Option(None, "--engine", help="single | ddp | fsdp | deepspeed (training) "
+                                                                "[as bench pretrain picks]."),
     lora_rank: Optional[int] = typer.Option(None, "--lora-rank", help="LoRA rank (finetune; 0 = full)."),
     lora_targets: Optional[str] = typer.Option(None, "--lora-targets", help="Modules with adapters "
                                                "[q_proj,k_proj,v_proj,o_proj] or 'all'."),

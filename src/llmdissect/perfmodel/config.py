@@ -1,6 +1,7 @@
 """What an estimate is asked: typed, validated setups (one clear UserError per mistake)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,27 @@ def _check_parallel(m: ModelSpec, platform: Platform, tp: int, pp: int) -> int:
     return platform.num_devices // (tp * pp)
 
 
+ENGINES = ("auto", "single", "ddp", "fsdp", "deepspeed")
+ENGINE_ZERO = {"single": (0,), "ddp": (0, 1), "fsdp": (2, 3), "deepspeed": (0, 1, 2, 3)}
+"""The ZeRO stages each engine runs (workloads.train_config.resolve_engine)."""
+DEEPSPEED_BUCKET_ELEMENTS = 5e8
+"""DeepSpeed's default reduce_bucket_size / allgather_bucket_size, in elements (DeepSpeed
+config docs, "ZeRO Optimizations": 5e8)."""
+
+
+def _check_engine(engine: str, zero: int, offload: str, devices: int) -> None:
+    _choice("engine", engine, ENGINES)
+    if engine == "auto":
+        return
+    if zero not in ENGINE_ZERO[engine]:
+        raise UserError(f"--zero {zero} does not run on --engine {engine} (it runs ZeRO "
+                        f"{', '.join(map(str, ENGINE_ZERO[engine]))})")
+    if engine == "single" and devices > 1:
+        raise UserError(f"--engine single runs one process, not {devices}; use ddp, fsdp or deepspeed")
+    if offload == "optimizer" and engine != "deepspeed":
+        raise UserError("--offload optimizer runs on --engine deepspeed only")
+
+
 def _check_attn(attn: str, platform: Platform) -> str:
     _choice("attn", attn, ATTNS)
     if attn == "flash" and platform.device.kind != "gpu":
@@ -71,10 +93,13 @@ class TrainSetup:
     lora_rank: int = 0
     lora_targets: tuple[str, ...] = LORA_TARGETS_DEFAULT
     quant: str = "none"
+    engine_name: str = "auto"
+    """The engine that runs the step (bench pretrain's --engine): auto picks as it does."""
     dp: int = field(init=False, default=1)
 
     def __post_init__(self) -> None:
         _choice("kind", self.kind, mn.TRAIN_KINDS)
+        _check_engine(self.engine_name, self.zero, self.offload, self.platform.num_devices)
         check_compute_dtype(self.dtype)
         _positive(micro_batch=self.micro_batch, seq=self.seq, grad_accum=self.grad_accum)
         if self.zero not in (0, 1, 2, 3):
@@ -112,8 +137,11 @@ class TrainSetup:
 
     @property
     def engine(self) -> str:
-        """The engine `bench pretrain` would pick (workloads.train_config.resolve_engine), so
-        that `validate` joins estimate and measurement; optimizer-only offload needs DeepSpeed."""
+        """The engine asked for, or the one `bench pretrain` would pick (workloads.train_config.
+        resolve_engine), so that `validate` joins estimate and measurement; optimizer-only
+        offload needs DeepSpeed."""
+        if self.engine_name != "auto":
+            return self.engine_name
         if self.offload == "optimizer":  # FSDP2 offloads everything or nothing
             return "deepspeed"
         if self.zero >= 2:
@@ -123,8 +151,20 @@ class TrainSetup:
     @property
     def sharded_calls(self) -> int:
         """Collectives per sharded pass: FSDP2 gathers and reduces each decoder layer on its
-        own (engines/wrap.py wraps every layer, then the root), DeepSpeed buckets them."""
-        return self.model.num_layers // self.pp + 1 if self.engine == "fsdp" else 1
+        own (engines/wrap.py wraps every layer, then the root); DeepSpeed fills buckets of
+        reduce_bucket_size elements (DEEPSPEED_BUCKET_ELEMENTS, its default) and sends each."""
+        if self.engine == "fsdp":
+            return self.model.num_layers // self.pp + 1
+        if self.engine == "deepspeed":
+            return max(1, math.ceil(self.model.params / (self.tp * self.pp) / DEEPSPEED_BUCKET_ELEMENTS))
+        return 1
+
+    @property
+    def flat_optimizer(self) -> bool:
+        """DeepSpeed's ZeRO-1/2/3 optimizer steps flat fp32 partitions (one tensor per
+        parameter group, stage_1_and_2.py's single_partition_of_fp32_groups), not one tensor
+        per parameter as torch's does; it then copies the partition back into the parameters."""
+        return self.engine == "deepspeed" and self.zero >= 1
 
     def config(self) -> dict[str, Any]:
         """Config keys shared with measured runs (docs/developing.md)."""

@@ -81,7 +81,8 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
                                "data_parallel": setup.dp}
     notes = _common_notes(mach)
     if mach.ceilings is not None:
-        t = train_time(m, mach, layer_weight_bytes=layer_bytes, sharded_calls=setup.sharded_calls, **kw)
+        t = train_time(m, mach, layer_weight_bytes=layer_bytes, sharded_calls=setup.sharded_calls,
+                       flat=int(setup.flat_optimizer), **kw)
         metrics["comm_total_s"] = float(t.pop("comm_total_s"))
         metrics.update(_plain(t))
     else:

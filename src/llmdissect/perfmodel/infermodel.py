@@ -60,10 +60,12 @@ def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp,
     attn = attention_time_s(c, b * m.num_layers * fl.layer_attention_flops_fwd(m, ctx) / tp,
                             kvcache.kv_cache_bytes(m, b, ctx, e, tp))
     head = head_forward_time_s(c, m, b, e, tp, with_loss=0)
-    append = concat * memory_time_s(c, kvcache.cache_append_bytes(m, b, ctx, e, tp))  # the cache rewrites itself
+    # a concatenating cache rewrites itself to append the step's keys and values
+    append = concat * memory_time_s(c, kvcache.cache_append_bytes(m, b, ctx, e, tp))
     # every layer's operators pay their fixed cost again for each new token, as does generate's own loop
     fixed = m.num_layers * (layer_fixed_s(c) + layer_elementwise_time_s(c, m, b, e, tp)) + c.generate_step_s
-    tpot = gemm + attn + append + head + fixed + comm.tensor_parallel_comm_s(net, b * m.hidden_size * e, tp, m.num_layers, 1)
+    tp_comm = comm.tensor_parallel_comm_s(net, b * m.hidden_size * e, tp, m.num_layers, 1)
+    tpot = gemm + attn + append + head + fixed + tp_comm
     e2e = prefill + (n_out - 1) * tpot
     flops = b * n_in * fl.inference_flops_per_token(m, n_in / 2) + b * n_out * fl.inference_flops_per_token(m, ctx)
     return {mn.TIME: {mn.TTFT_S: prefill, mn.TPOT_S: tpot, mn.E2E_LATENCY_S: e2e},

@@ -16,7 +16,8 @@ import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 
 KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER)
-TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp", "lora_rank", "optimizer")
+TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp", "lora_rank", "optimizer",
+              "engine")
 INFER_ONLY = ("batch", "input_len", "output_len", "cache")
 POSITIVE = ("gpus", "tp", "pp", "micro_batch", "seq", "grad_accum", "batch", "input_len", "output_len")
 
@@ -56,6 +57,8 @@ class EstimateRequest(BaseModel):
     """Pipeline-parallel degree [1] (training)."""
     optimizer: Optional[str] = None
     """adamw | adamw-fused | adamw-8bit | adam | sgd [adamw] (training)."""
+    engine: Optional[str] = None
+    """single | ddp | fsdp | deepspeed [auto: as bench pretrain picks] (training)."""
     lora_rank: Optional[int] = None
     """LoRA rank (finetune; 0 = full fine-tuning)."""
     lora_targets: Optional[str] = None
@@ -116,7 +119,7 @@ def run_estimate(request: EstimateRequest, calibration: str | os.PathLike | None
                        seq=r.seq or min(2048, model.max_position_embeddings), grad_accum=r.grad_accum or 1,
                        zero=r.zero if r.zero is not None else 0, offload=r.offload or "none",
                        recompute=r.recompute or "none", pp=r.pp or 1, optimizer=r.optimizer or "adamw",
-                       lora_rank=r.lora_rank or 0, lora_targets=targets, **common)
+                       lora_rank=r.lora_rank or 0, lora_targets=targets, engine_name=r.engine or "auto", **common)
     return estimate_train(setup, machine)
 
 

@@ -92,12 +92,12 @@ def gemm_grid_efficiency(grid, m, k, n):
     """Efficiency of an M x K x N product from a measured grid: trilinear in log M, log K and
     log N between its points, the edge values beyond them."""
     rows, ks, ns, eff = grid
-    (i0, i1, wi), (j0, j1, wj), (l0, l1, wl) = _bracket(rows, m), _bracket(ks, k), _bracket(ns, n)
+    (i0, i1, wi), (j0, j1, wj), (n0, n1, wn) = _bracket(rows, m), _bracket(ks, k), _bracket(ns, n)
     total = 0.0
     for i, a in ((i0, 1 - wi), (i1, wi)):
         for j, b in ((j0, 1 - wj), (j1, wj)):
-            for l, c in ((l0, 1 - wl), (l1, wl)):
-                total += a * b * c * eff[i][j][l]
+            for x, c in ((n0, 1 - wn), (n1, wn)):
+                total += a * b * c * eff[i][j][x]
     return total
 
 

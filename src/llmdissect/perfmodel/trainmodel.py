@@ -64,11 +64,12 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
 
 
 def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
-               optimizer, lora, lora_params, frozen_weight_bytes, layer_weight_bytes, sharded_calls=1):
+               optimizer, lora, lora_params, frozen_weight_bytes, layer_weight_bytes, sharded_calls=1, flat=0):
     """Per-step times (s), throughput and MFU; needs `mach.ceilings`. `layer_weight_bytes`
     is one decoder layer's weights as stored (quantized under QLoRA); `sharded_calls` how many
     collectives a sharded (ZeRO-2/3) pass splits its traffic into (one per wrapped layer
-    for FSDP; config.TrainSetup.sharded_calls)."""
+    for FSDP; config.TrainSetup.sharded_calls); `flat` 1 where the optimizer steps one flat
+    partition and copies it back into the parameters (DeepSpeed ZeRO, TrainSetup.flat_optimizer)."""
     c, net = mach.ceilings, mach.network
     layers = m.num_layers / pp
     tokens = b * s
@@ -94,9 +95,13 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     exposed = comm.exposed_s(dp_comm, ga * bwd, mach.assumptions["overlap_fraction"])
     psi_local = psi_shard / (1 + (zero >= 1) * (dp - 1))
     shards = shard_div(tp, pp) * (1 + (zero >= 1) * (dp - 1))
+    # a flat partition is one tensor of all the parameters, torch's optimizer sees each one
+    per_tensor = opc.optimizer_step_traffic_bytes_per_param(e, optimizer, model_param_tensors(m), c.cache_bytes,
+                                                           shards)
+    one_flat = opc.optimizer_step_traffic_bytes_per_param(e, optimizer, [(1, m.params)], c.cache_bytes, shards)
     traffic = lora * opc.optimizer_step_traffic_bytes_per_param(e, optimizer, None, c.cache_bytes) \
-        + (1 - lora) * opc.optimizer_step_traffic_bytes_per_param(e, optimizer, model_param_tensors(m),
-                                                                  c.cache_bytes, shards)
+        + (1 - lora) * (flat * one_flat + (1 - flat) * per_tensor) \
+        + flat * 2 * e  # the updated partition copied back into the parameters: read and write
     on_device = memory_time_s(c, psi_local * traffic)
     host = mach.host_link
     host_bw = (host.bandwidth_bytes_per_s * host.efficiency) if host is not None else c.bytes_per_s()

@@ -8,8 +8,8 @@ def test_the_probe_measures_a_full_grid_and_skinny_products_are_slower():
     peak = pk.matmul_rows("cpu", {"fp32": (512,)}, min_time_s=0.05)[0]["flops_per_s"]
     out = measure_gemm_grid("cpu", quick=True, peak_flops_per_s=peak, min_time_s=0.005)
     eff = out["efficiency"]
-    assert out["dtype"] == "fp32" and out["rows"] == list(ROWS_QUICK) and out["k"] == list(DIMS)
-    assert len(eff) == len(ROWS_QUICK) and all(len(p) == len(DIMS) and all(len(r) == len(DIMS) for r in p)
+    assert out["dtype"] == "fp32" and out["rows"] == list(ROWS_QUICK) and out["k"] == list(DIMS["cpu"])
+    assert len(eff) == len(ROWS_QUICK) and all(len(p) == 3 and all(len(r) == 3 for r in p)
                                                for p in eff)
     assert all(0 < v <= 1 for p in eff for r in p for v in r)
     # one row per weight cannot use the machine's FMA units as 1024 rows do

@@ -28,9 +28,10 @@ from typing import Any
 
 ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 ROWS_QUICK = (1, 4, 16, 64, 256, 1024)
-DIMS = (128, 512, 2048)
-"""K and N of the grid: a 16 M-parameter demo model's 128-1024 up to a 7B model's 4096 held
-at the 2048 edge (large products are near their plateau by then)."""
+DIMS = {"cpu": (128, 512, 2048), "cuda": (512, 2048, 8192)}
+"""K and N of the grid: on a CPU a 16 M-parameter demo model's 128-1024, a 7B model's 4096
+held at the 2048 edge (large products are near their plateau by then); on a GPU up to a
+70B model's 8192 (its MLP's 28672 held there)."""
 STREAM_BYTES = {"cpu": 64 * 2**20, "cuda": 256 * 2**20}
 DTYPE = {"cpu": "fp32", "cuda": "bf16"}
 
@@ -68,15 +69,15 @@ def measure_gemm_grid(device: str, quick: bool, peak_flops_per_s: float, cache_b
         tiny = torch.randn(1, 16, generator=gen).to(device=device, dtype=dtype)
         dispatch = timed(tiny, [torch.randn(16, 16, generator=gen).to(device=device, dtype=dtype)])
         stream = max(STREAM_BYTES[kind], 2 * int(cache_bytes or 0))
-        rows = ROWS_QUICK if quick else ROWS
-        eff = [[[0.0] * len(DIMS) for _ in DIMS] for _ in rows]
-        for j, k in enumerate(DIMS):
-            for n_i, n in enumerate(DIMS):
+        rows, dims = (ROWS_QUICK if quick else ROWS), DIMS[kind]
+        eff = [[[0.0] * len(dims) for _ in dims] for _ in rows]
+        for j, k in enumerate(dims):
+            for n_i, n in enumerate(dims):
                 weights = _weights(n, k, dtype, device, stream, gen)
                 for i, m in enumerate(rows):
                     x = torch.randn(m, k, generator=gen).to(device=device, dtype=dtype)  # [M, K]
                     net = max(timed(x, weights) - dispatch, 1e-9)
                     eff[i][j][n_i] = min(1.0, 2 * m * k * n / (net * peak_flops_per_s))
                 del weights
-    return {"dtype": DTYPE[kind], "rows": list(rows), "k": list(DIMS), "n": list(DIMS), "efficiency": eff,
+    return {"dtype": DTYPE[kind], "rows": list(rows), "k": list(dims), "n": list(dims), "efficiency": eff,
             "dispatch_s": dispatch, "stream_bytes": stream}

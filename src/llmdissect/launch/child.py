@@ -161,7 +161,13 @@ def _classify(payload: dict | None, returncode: int, wall: float, tail: str,
     if rank_errors:
         rank, msg = sorted(rank_errors.items())[0]
         status = "oom" if "oom" in statuses else "failed"
-        return ChildResult(status, error=f"rank {rank}: {msg}", returncode=returncode, wall_s=wall,
+        error = f"rank {rank}: {msg}"
+        summary = _exit_summary(returncode, tail)
+        # a rank that died without a word (killed, os._exit) is the cause; the others' errors
+        # (a connection reset by it) are what they saw next
+        if "Root Cause" in tail and not any(summary.startswith(f"rank {r} ") for r in rank_errors):
+            error = f"{summary}; rank {rank} then saw: {msg[:300]}"
+        return ChildResult(status, error=error, returncode=returncode, wall_s=wall,
                            output_tail=tail, rank_errors=rank_errors)
     if returncode == -signal.SIGKILL or returncode == 128 + signal.SIGKILL:
         return ChildResult("oom", error="killed by SIGKILL (most likely the system's out-of-memory killer)",

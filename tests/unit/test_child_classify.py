@@ -1,0 +1,25 @@
+"""How a failed multi-rank child is reported: the rank that died without a word is the cause,
+not the rank that then lost its connection to it (launch.child._classify)."""
+from llmdissect.launch.child import _classify
+
+TORCHRUN_TAIL = """[rank1]: RuntimeError: Connection reset by peer
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-03_21:20:00
+  host      : vm
+  rank      : 2 (local_rank: 2)
+  exitcode  : 17 (pid: 4242)
+"""
+
+
+def test_the_silent_rank_that_died_is_the_cause_and_the_others_what_they_saw():
+    result = _classify(None, 1, 3.0, TORCHRUN_TAIL, {1: "RuntimeError: Connection reset by peer"})
+    assert result.status == "failed"
+    assert result.error.startswith("rank 2 (local_rank: 2) died with exit code 17")
+    assert "rank 1 then saw: RuntimeError: Connection reset" in result.error
+
+
+def test_a_rank_that_reported_its_own_failure_is_named_directly():
+    tail = TORCHRUN_TAIL.replace("rank      : 2", "rank      : 1")
+    result = _classify(None, 1, 3.0, tail, {1: "ValueError: bad shape"})
+    assert result.error == "rank 1: ValueError: bad shape"

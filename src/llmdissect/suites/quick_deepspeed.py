@@ -10,7 +10,7 @@ import importlib.util
 import llmdissect.metric_names as mn
 from llmdissect.suites.quick import QuickContext, QuickStep
 
-OPTIONS = dict(model="tiny-llama", seq=128, steps=3, warmup=1, device="cpu", micro_batch=1, nproc=2,
+OPTIONS = dict(model="tiny-llama", seq=128, steps=5, warmup=1, device="cpu", micro_batch=1, nproc=2,
                engine="deepspeed", zero=2)
 
 

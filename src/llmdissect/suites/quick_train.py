@@ -5,7 +5,7 @@ from __future__ import annotations
 import llmdissect.metric_names as mn
 from llmdissect.suites.quick import QuickContext, QuickStep
 
-COMMON = dict(model="tiny-llama", seq=128, steps=3, warmup=1, device="cpu")
+COMMON = dict(model="tiny-llama", seq=128, steps=5, warmup=1, device="cpu")
 RUNS = {
     "pretrain-single": (mn.PRETRAIN, dict(micro_batch=2)),
     "pretrain-fsdp-zero3": (mn.PRETRAIN, dict(micro_batch=1, nproc=2, zero=3)),

@@ -127,8 +127,7 @@ def store_fits(record, path: str | Path | None = None, stored_by: str = "bench c
     backend = record.config["backend"]
     if stored_by == "quick":
         have = load_profile(path).get("collectives", {}).get(backend, {})
-        fits = {op: f for op, f in fits.items() if have.get(op, {}).get("stored_by", "quick" if op not in have
-                                                                                 else "") == "quick"}
+        fits = {op: f for op, f in fits.items() if op not in have or have[op].get("stored_by") == "quick"}
     if record.status != "ok" or not fits:
         return None
     link = "intra-node" if record.config["nnodes"] == 1 else "inter-node"

@@ -17,7 +17,7 @@ import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 from llmdissect.perfmodel import weights as wt
 from llmdissect.perfmodel.ceilings import Machine
-from llmdissect.perfmodel.config import DEEPSPEED_BUCKET_ELEMENTS
+from llmdissect.perfmodel.config import sharded_collective_calls
 from llmdissect.perfmodel.infermodel import infer_memory, infer_time
 from llmdissect.perfmodel.trainmodel import train_memory, train_time
 from llmdissect.specs.models import ModelSpec
@@ -93,11 +93,10 @@ def train_space(kind: str, m: ModelSpec, mach: Machine, seq: int, e: float, *, r
     # FSDP (ZeRO-2/3 without optimizer-only offload: config.TrainSetup.engine) splits its
     # collectives per layer, DeepSpeed (optimizer-only offload) per bucket, and steps one flat
     # partition (TrainSetup.sharded_calls, flat_optimizer)
-    fsdp = (g["zero"] >= 2) & (g["off"] != 1)
-    deepspeed = g["off"] == 1
-    buckets = np.maximum(1, np.ceil(m.params / (tp * pp) / DEEPSPEED_BUCKET_ELEMENTS))
-    calls = np.where(fsdp, m.num_layers // pp + 1, np.where(deepspeed, buckets, 1))
-    t = train_time(m, mach, layer_weight_bytes=layer_bytes, sharded_calls=calls, flat=deepspeed * 1, **kw)
+    fsdp = ((g["zero"] >= 2) & (g["off"] != 1)) * 1
+    deepspeed = (g["off"] == 1) * 1
+    calls = sharded_collective_calls(m, fsdp, deepspeed, tp, pp)
+    t = train_time(m, mach, layer_weight_bytes=layer_bytes, sharded_calls=calls, flat=deepspeed, **kw)
     host_cap = mach.platform.host_memory_bytes or np.inf
     fits_dev = mem[mn.TOTAL_BYTES] <= mach.platform.device.memory_bytes
     fits_host = mem["host_bytes"] * devices <= host_cap

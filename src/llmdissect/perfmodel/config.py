@@ -1,7 +1,6 @@
 """What an estimate is asked: typed, validated setups (one clear UserError per mistake)."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,10 +45,21 @@ def _check_parallel(m: ModelSpec, platform: Platform, tp: int, pp: int) -> int:
 
 ENGINES = ("auto", "single", "ddp", "fsdp", "deepspeed")
 ENGINE_ZERO = {"single": (0,), "ddp": (0, 1), "fsdp": (2, 3), "deepspeed": (0, 1, 2, 3)}
-"""The ZeRO stages each engine runs (workloads.train_config.resolve_engine)."""
+"""The ZeRO stages each engine runs (bench pretrain's workloads.train_config.resolve_engine
+checks its runs against this same table)."""
 DEEPSPEED_BUCKET_ELEMENTS = 5e8
 """DeepSpeed's default reduce_bucket_size / allgather_bucket_size, in elements (DeepSpeed
 config docs, "ZeRO Optimizations": 5e8)."""
+
+
+def sharded_collective_calls(m: ModelSpec, fsdp, deepspeed, tp=1, pp=1):
+    """Collectives per sharded pass: FSDP2 gathers and reduces each decoder layer on its own
+    (engines/wrap.py wraps every layer, then the root); DeepSpeed fills buckets of
+    DEEPSPEED_BUCKET_ELEMENTS and sends each; others one. `fsdp`, `deepspeed`: 0/1, scalars
+    or numpy arrays (advise)."""
+    buckets = -(-m.params / (tp * pp) // DEEPSPEED_BUCKET_ELEMENTS)  # ceil, for arrays too
+    buckets = buckets + (1 - buckets) * (buckets < 1)
+    return fsdp * (m.num_layers // pp + 1) + deepspeed * buckets + (1 - fsdp - deepspeed)
 
 
 def _check_engine(engine: str, zero: int, offload: str, devices: int) -> None:
@@ -150,14 +160,9 @@ class TrainSetup:
 
     @property
     def sharded_calls(self) -> int:
-        """Collectives per sharded pass: FSDP2 gathers and reduces each decoder layer on its
-        own (engines/wrap.py wraps every layer, then the root); DeepSpeed fills buckets of
-        reduce_bucket_size elements (DEEPSPEED_BUCKET_ELEMENTS, its default) and sends each."""
-        if self.engine == "fsdp":
-            return self.model.num_layers // self.pp + 1
-        if self.engine == "deepspeed":
-            return max(1, math.ceil(self.model.params / (self.tp * self.pp) / DEEPSPEED_BUCKET_ELEMENTS))
-        return 1
+        """Collectives per sharded pass of this setup's engine (sharded_collective_calls)."""
+        return int(sharded_collective_calls(self.model, int(self.engine == "fsdp"), int(self.engine == "deepspeed"),
+                                            self.tp, self.pp))
 
     @property
     def flat_optimizer(self) -> bool:

@@ -50,9 +50,13 @@ class Ceilings:
         """The GEMM rate: at the efficiency `peak` measured for that (M, K, N) shape where it
         measured a grid, else at the efficiency `bench ops` measured for GEMMs of that many
         FLOPs (log-linear between its points, flat beyond them), else the class's."""
-        if shape is not None and self.gemm_grid and all(isinstance(v, (int, float)) for v in shape):
+        if self.grid_applies(shape):
             return self.peak_flops_per_s * gemm_grid_efficiency(self.gemm_grid, *shape)
         return self.peak_flops_per_s * gemm_efficiency(self, flops)
+
+    def grid_applies(self, shape) -> bool:
+        """A measured grid and a scalar (M, K, N) to look up (advise's arrays take the class)."""
+        return shape is not None and bool(self.gemm_grid) and all(isinstance(v, (int, float)) for v in shape)
 
     def attention_flops_per_s(self) -> float:
         return self.peak_flops_per_s * self.efficiency["attention"]
@@ -111,7 +115,7 @@ def gemm_time_s(c: Ceilings, flops, nbytes, shape=None):
     Given its (M, K, N) `shape` and a measured grid, the grid's time already holds the
     weight's read from memory (micro.gemm_grid streams it), so the memory side is only the
     measured bandwidth itself, a floor no product goes below."""
-    if shape is not None and c.gemm_grid and all(isinstance(v, (int, float)) for v in shape):
+    if c.grid_applies(shape):
         return op_time_s(flops, nbytes, c.gemm_flops_per_s(flops, shape), c.memory_bandwidth_bytes_per_s)
     return op_time_s(flops, nbytes, c.gemm_flops_per_s(flops), c.bytes_per_s())
 

@@ -12,6 +12,7 @@ from typing import Literal, Optional
 from pydantic import BaseModel, Field
 
 from llmdissect.errors import UserError
+from llmdissect.perfmodel.config import ENGINE_ZERO
 from llmdissect.specs.models import ModelSpec, get_model
 
 Engine = Literal["single", "ddp", "fsdp", "deepspeed"]
@@ -94,8 +95,7 @@ def resolve_engine(cfg: TrainConfig) -> TrainConfig:
     engine = cfg.engine
     if engine is None:
         engine = "fsdp" if cfg.zero >= 2 else ("ddp" if cfg.zero == 1 or cfg.world_size > 1 else "single")
-    allowed = {"single": {0}, "ddp": {0, 1}, "fsdp": {2, 3}, "deepspeed": {0, 1, 2, 3}}[engine]
-    if cfg.zero not in allowed:
+    if cfg.zero not in ENGINE_ZERO[engine]:
         hint = {"ddp": "use --engine fsdp for ZeRO-2/3", "fsdp": "use --engine ddp for ZeRO-0/1",
                 "single": "ZeRO needs a data-parallel engine: --engine ddp or fsdp"}[engine]
         raise UserError(f"--zero {cfg.zero} does not run on --engine {engine}: {hint}")

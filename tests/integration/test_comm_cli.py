@@ -68,6 +68,17 @@ def test_two_ranks_every_operator_one_json_record(db_path: Path):
     assert fits["all_reduce"]["fit_error"] == record["metrics"]["fits"]["all_reduce"]["fit_error"]
 
 
+def test_min_time_times_short_sizes_longer_up_to_max_iters(db_path: Path):
+    # a 1K-64K gloo call takes 0.1-3 ms here, so 1 s asks for more than 40 calls: capped at 40
+    proc = run_cli("bench", "comm", "--nproc", "2", "--ops", "all_reduce", *SMALL, "--min-time-s", "1",
+                   "--max-iters", "40", "--db", str(db_path), check=True)
+    assert "3-40 iterations (until 1 s per size)" in proc.stdout
+    with open_store(db_path) as store:
+        (record,) = store.query(kind="comm")
+    assert [r["time_s"]["n"] for r in record.metrics["rows"]] == [40, 40, 40]
+    assert all(len(r["rank_median_time_s"]) == 2 for r in record.metrics["rows"])
+
+
 @pytest.mark.slow
 def test_three_ranks_apply_the_n3_factors_human_table(db_path: Path):
     proc = run_cli("bench", "comm", "--nproc", "3", "--ops", "all_reduce,all_gather", "--dtype", "bf16", *SMALL,

@@ -14,6 +14,7 @@ def test_build_config_defaults_to_gloo_on_this_machine():
     assert config["ops"] == ["all_reduce", "send_recv"] and config["world_size"] == 3
     assert (config["min_bytes"], config["max_bytes"]) == (1024, 2**20)
     assert "check_offset" not in config
+    assert (config["min_time_s"], config["max_iters"]) == (0.0, 100)  # max_iters defaults to 5 x iters
     hooked = build_config(CommRequest(hooks={"check_offset": 1.0, "die_rank": None, "other": 1}))
     assert hooked["check_offset"] == 1.0 and "die_rank" not in hooked and "other" not in hooked
 
@@ -30,6 +31,9 @@ def test_build_config_defaults_to_gloo_on_this_machine():
     (CommRequest(backend="nccl"), "nccl needs CUDA"),
     (CommRequest(max_bytes="64G"), "memory"),
     (CommRequest(factor=1.0), "factor"),
+    (CommRequest(min_time_s=-1.0), "--min-time-s"),
+    (CommRequest(iters=10, max_iters=5), "max-iters >= --iters"),
+    (CommRequest(min_time_s=0.1, warmup=0), "needs --warmup 1"),
 ])
 def test_bad_requests_are_user_errors(req, fragment):
     with pytest.raises(UserError, match=fragment.replace("-", r"\-").replace("(", r"\(")):

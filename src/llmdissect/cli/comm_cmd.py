@@ -19,6 +19,10 @@ def comm(
     dtype: str = typer.Option("fp32", help="fp32 | bf16 | fp16."),
     iters: int = typer.Option(20, help="Timed iterations per size (each checked for correctness)."),
     warmup: int = typer.Option(5, help="Untimed iterations before them."),
+    min_time_s: float = typer.Option(0.0, help="Time a size past --iters until its calls add up to this many "
+                                                "seconds (steadier medians for small sizes); 0: exactly --iters."),
+    max_iters: Optional[int] = typer.Option(None, help="The most timed iterations --min-time-s may reach "
+                                                       "(default 5 x --iters)."),
     backend: Optional[str] = typer.Option(None, help="gloo | nccl (default: nccl where CUDA is available)."),
     nnodes: int = typer.Option(1, help="Nodes (run the same command on each)."),
     node_rank: int = typer.Option(0, help="This node's rank (the node that gets global rank 0 reports the rows)."),
@@ -39,7 +43,8 @@ def comm(
     from llmdissect.results.store import check_writable
 
     req = parse_config(CommRequest, ops=ops, min_bytes=min_bytes, max_bytes=max_bytes, factor=factor, dtype=dtype,
-                       iters=iters, warmup=warmup, backend=backend, nproc=nproc, nnodes=nnodes, node_rank=node_rank,
+                       iters=iters, warmup=warmup, min_time_s=min_time_s, max_iters=max_iters, backend=backend,
+                       nproc=nproc, nnodes=nnodes, node_rank=node_rank,
                        rdzv_endpoint=rdzv_endpoint, timeout_s=timeout_s,
                        hooks={"check_offset": check_offset, "die_rank": die_rank, "hang_rank": hang_rank})
     config = build_config(req)
@@ -47,6 +52,12 @@ def comm(
     record, child = run_comm(config, req)
     profile_path = store_fits(record) if profile else None
     finish(record, db_path, json_out, lambda r: show(r, profile_path), user_error=child.user_error)
+
+
+def _iterations(c: dict) -> str:
+    if c.get("min_time_s"):
+        return f"{c['iters']}-{c['max_iters']} iterations (until {c['min_time_s']:g} s per size)"
+    return f"{c['iters']} iterations"
 
 
 def show(record, profile_path=None) -> None:
@@ -60,7 +71,7 @@ def show(record, profile_path=None) -> None:
                       "that got global rank 0 reports the rows")
         return
     console.print(f"# {c['backend']}, {c['world_size']} ranks ({c['nnodes']} node(s)), {c['dtype']}, "
-                  f"{c['iters']} iterations after {c['warmup']} warm-up; time = median over iterations of the "
+                  f"{_iterations(c)} after {c['warmup']} warm-up; time = median over iterations of the "
                   f"slowest rank; every result checked")
     for op in dict.fromkeys(r["op"] for r in rows):
         mine = [r for r in rows if r["op"] == op]

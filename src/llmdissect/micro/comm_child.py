@@ -12,6 +12,7 @@ Each rank, for every operator, size and placement (docs/metrics.md, "Collectives
   anywhere fails the whole run (on every rank, so none is left waiting).
 
 Config keys: `backend` (gloo | nccl), `ops`, `sizes` (bytes), `dtype`, `iters`, `warmup`,
+`min_time_s` and `max_iters` (more timed calls for short sizes, see `_timed_iters`),
 `seed`, `collective_timeout_s`, `progress_path` (rank 0 writes {"done", "total", "current"}).
 Test hooks (documented so tests can prove the checks work; never set by users):
 `check_offset` is added to every expected value, so a correct collective must be reported
@@ -110,16 +111,17 @@ def _measure(op: str, placement: str, size: int, config: dict[str, Any], device:
     reset, call, result, expected = _setup(op, placement, base, rank, n)
     if expected is not None and config.get("check_offset"):
         expected = expected + float(config["check_offset"])
-    warmup, iters = int(config.get("warmup", 5)), int(config.get("iters", 20))
+    warmup = int(config.get("warmup", 5))
     times, wrongs = [], []
-    for _ in range(warmup + iters):
-        reset()
-        dist.barrier()
-        t0 = timer.now()
-        call()
-        t1 = timer.now()
-        times.append(timer.elapsed_s(t0, t1))
-        wrongs.append(0 if expected is None else int((result != expected).sum()))
+    for timed in (False, True):  # the timed count is set by the last warm-up call
+        for _ in range(_timed_iters(config, times[-1] if times else 0.0, device) if timed else warmup):
+            reset()
+            dist.barrier()
+            t0 = timer.now()
+            call()
+            t1 = timer.now()
+            times.append(timer.elapsed_s(t0, t1))
+            wrongs.append(0 if expected is None else int((result != expected).sum()))
     del base, expected
     # Every rank's per-iteration times and wrong counts, so all agree on the row and on failure.
     local = torch.tensor([times, wrongs], dtype=torch.float64, device=device)  # [2, T]
@@ -137,6 +139,25 @@ def _measure(op: str, placement: str, size: int, config: dict[str, Any], device:
             "busbw_factor": spec.busbw_factor(n), mn.WRONG: 0,
             "first_call_s": float(every[:, 0, 0].max()) if warmup else None,
             "rank_median_time_s": [statistics.median(every[r, 0, warmup:].tolist()) for r in range(n)]}
+
+
+def _timed_iters(config: dict[str, Any], last_warmup_s: float, device: str) -> int:
+    """`iters`, or more where `min_time_s` asks for it: enough calls of the last warm-up's
+    length to fill min_time_s, at most `max_iters`. Ranks take the largest count, so that all
+    make the same calls. Why: on a shared machine a share of small calls wakes late (a
+    bimodal time), and the median of 10 such calls flips between the two modes from run to run."""
+    import math
+
+    import torch
+    import torch.distributed as dist
+
+    iters, budget = int(config.get("iters", 20)), float(config.get("min_time_s", 0.0))
+    if budget <= 0 or int(config.get("warmup", 5)) < 1:  # the same on every rank: none waits alone
+        return iters
+    want = min(int(config.get("max_iters", iters)), max(iters, math.ceil(budget / max(last_warmup_s, 1e-9))))
+    agreed = torch.tensor([float(want)], dtype=torch.float64, device=device)
+    dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
+    return int(agreed.item())
 
 
 def _raise_if_wrong(wrong, op: str, placement: str, size_bytes: int) -> None:

@@ -33,6 +33,11 @@ class CommRequest(BaseModel):
     """Timed iterations per size (each checked for correctness)."""
     warmup: int = 5
     """Untimed iterations before them."""
+    min_time_s: float = 0.0
+    """Time a size past `iters` until its timed calls add up to this many seconds (judged from
+    the last warm-up call), at most `max_iters`; 0 keeps exactly `iters` (nccl-tests' way)."""
+    max_iters: Optional[int] = None
+    """The most timed iterations `min_time_s` may reach (None: 5 x iters)."""
     backend: Optional[str] = None
     """gloo | nccl; None: nccl where CUDA is available, else gloo."""
     nproc: int = 2

@@ -34,6 +34,12 @@ def build_config(req: CommRequest) -> dict[str, Any]:
     check_dtype(req.dtype)
     if req.iters < 1 or req.warmup < 0:
         raise UserError(f"bad --iters {req.iters} / --warmup {req.warmup}: need iters >= 1 and warmup >= 0")
+    max_iters = 5 * req.iters if req.max_iters is None else req.max_iters
+    if req.min_time_s < 0 or max_iters < req.iters:
+        raise UserError(f"bad --min-time-s {req.min_time_s:g} / --max-iters {max_iters}: need min-time-s >= 0 "
+                        f"and max-iters >= --iters ({req.iters})")
+    if req.min_time_s > 0 and req.warmup < 1:
+        raise UserError("--min-time-s needs --warmup 1 or more: the last warm-up call sets how many calls to time")
     if req.nproc < 1 or req.nnodes < 1 or not 0 <= req.node_rank < req.nnodes:
         raise UserError(f"bad process layout: --nproc {req.nproc}, --nnodes {req.nnodes}, --node-rank {req.node_rank}")
     world = req.nproc * req.nnodes
@@ -53,7 +59,8 @@ def build_config(req: CommRequest) -> dict[str, Any]:
                             f"{req.nproc} processes, more than this machine's memory allows; lower --max-bytes")
     config = {"hardware": hardware, "backend": backend, "nproc": req.nproc, "nnodes": req.nnodes,
               "world_size": world, "ops": ops, "min_bytes": lo, "max_bytes": hi, "factor": req.factor,
-              "dtype": req.dtype, "iters": req.iters, "warmup": req.warmup}
+              "dtype": req.dtype, "iters": req.iters, "warmup": req.warmup,
+              "min_time_s": req.min_time_s, "max_iters": max_iters}
     config.update({k: v for k, v in req.hooks.items() if k in HOOKS and v is not None})
     return config
 

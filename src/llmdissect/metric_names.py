@@ -18,7 +18,8 @@ OPS = "ops"
 COMM = "comm"
 ESTIMATE = "estimate"
 PLAN = "plan"
-KINDS = (PRETRAIN, FINETUNE, INFER, SERVE, OPS, COMM, ESTIMATE, PLAN)
+VALIDATION = "validation"  # validate --published: every published point against its estimate
+KINDS = (PRETRAIN, FINETUNE, INFER, SERVE, OPS, COMM, ESTIMATE, PLAN, VALIDATION)
 TRAIN_KINDS = (PRETRAIN, FINETUNE)
 
 # --- Training: pretrain, finetune (docs/metrics.md "Training") ----------------------------

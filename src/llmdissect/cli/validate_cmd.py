@@ -14,6 +14,10 @@ UNITS = {mn.STEP_TIME_S: "s", mn.TTFT_S: "s", mn.TPOT_S: "s", mn.TOKENS_PER_S: "
 
 def validate(
     suite: Optional[str] = typer.Option(None, "--suite", help="Only the measured records of this suite."),
+    published: bool = typer.Option(False, "--published", help="Instead: every published result shipped with "
+                                   "the package against its estimate (docs/published.md); stored as a record."),
+    category: Optional[str] = typer.Option(None, "--category", help="With --published: only pretrain | "
+                                           "finetune | infer | serve."),
     detail: bool = typer.Option(False, "--detail", help="Every pair: measured, predicted and error."),
     store_estimates: bool = typer.Option(False, "--store-estimates",
                                          help="Store the estimates computed here (tagged with --suite)."),
@@ -21,11 +25,21 @@ def validate(
     json_out: bool = JsonOpt,
 ) -> None:
     """Error of each estimate against its measurement, per metric (step time, tokens/s, peak
-    memory, TTFT, TPOT, busbw), and the mean absolute percentage error (MAPE)."""
+    memory, TTFT, TPOT, busbw), and the mean absolute percentage error (MAPE); with
+    --published, against the published results shipped with the package."""
     from llmdissect.analysis.validate import validate_records
     from llmdissect.errors import UserError
     from llmdissect.results.store import open_existing
 
+    if category is not None and not published:
+        raise UserError("--category applies to --published only")
+    if published:
+        from llmdissect.cli.published_cmd import run_published
+
+        if suite:
+            raise UserError("--published checks the shipped published set, not a suite: drop --suite")
+        run_published(category, db, json_out, detail)
+        return
     with open_existing(db) as store:
         records = store.query(suite=suite) if suite else store.query()
         estimates = store.query(kind=mn.ESTIMATE)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import llmdissect.metric_names as mn
+from llmdissect.errors import UserError
 from llmdissect.perfmodel import weights as wt
 from llmdissect.perfmodel.ceilings import Machine
 from llmdissect.perfmodel.config import InferSetup, TrainSetup
@@ -67,6 +68,8 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
     lora = 1 if setup.lora_rank else 0
     lora_params = wt.lora_params(m, setup.lora_rank, setup.lora_targets) if lora else 0
     quant = setup.quant
+    if quant in wt.FP8_GEMM:
+        raise UserError(f"--quant {quant} is an inference option (FP8 training is not modelled)")
     frozen = wt.model_weight_bytes(m, quant, e) if lora else 0
     layer_bytes = wt.layer_read_bytes(m, quant, e)
     kw = dict(b=setup.micro_batch, s=setup.seq, ga=setup.grad_accum, e=e, eager=int(setup.attn == "eager"),
@@ -106,8 +109,24 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
     return Estimate(setup.kind, setup.config(), metrics, notes)
 
 
+def _fp8_machine(setup: InferSetup, mach: Machine) -> Machine:
+    """`mach` with its GEMMs at the device's FP8 peak (weights.FP8_GEMM); UserError where the
+    device has none."""
+    from dataclasses import replace
+
+    dev = setup.platform.device
+    fp8, base = dev.peak("fp8"), dev.peak(setup.dtype)
+    if not fp8 or not base:
+        raise UserError(f"--quant {setup.quant} needs a device with an FP8 peak; {dev.name} has none")
+    if mach.ceilings is None:
+        return mach
+    return replace(mach, ceilings=replace(mach.ceilings, gemm_peak_scale=fp8 / base))
+
+
 def estimate_infer(setup: InferSetup, mach: Machine) -> Estimate:
     m, e = setup.model, setup.e
+    if setup.quant in wt.FP8_GEMM:
+        mach = _fp8_machine(setup, mach)
     kw = dict(b=setup.batch, n_in=setup.input_len, n_out=setup.output_len, e=e,
               eager=int(setup.attn == "eager"), tp=setup.tp)
     memory, max_batch = infer_memory(m, mach, weight_bytes=wt.model_weight_bytes(m, setup.quant, e), **kw)

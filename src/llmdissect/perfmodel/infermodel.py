@@ -70,5 +70,5 @@ def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp,
     flops = b * n_in * fl.inference_flops_per_token(m, n_in / 2) + b * n_out * fl.inference_flops_per_token(m, ctx)
     return {mn.TIME: {mn.TTFT_S: prefill, mn.TPOT_S: tpot, mn.E2E_LATENCY_S: e2e},
             mn.TOKENS_PER_S: dp * b * n_out / e2e, mn.PREFILL_TOKENS_PER_S: b * n_in / prefill,
-            mn.DECODE_TOKENS_PER_S: b / tpot, mn.MFU: flops / (e2e * c.peak_flops_per_s * tp),
+            mn.DECODE_TOKENS_PER_S: b / tpot, mn.MFU: flops / (e2e * c.peak_flops_per_s * c.gemm_peak_scale * tp),
             mn.MODEL_FLOPS_PER_TOKEN: fl.inference_flops_per_token(m, ctx)}

@@ -97,18 +97,25 @@ def run_estimate(request: EstimateRequest, calibration: str | os.PathLike | None
     """The Estimate of `request` on its platform, with this machine's calibration profile
     (or `calibration`, which must then exist). Raises UserError on bad input."""
     from llmdissect.calibration_profile import load_profile
+    from llmdissect.specs import get_model
+
+    profile = load_profile(calibration, required=calibration is not None)
+    return estimate_for(request, get_model(request.model), profile, explicit=calibration is not None)
+
+
+def estimate_for(request: EstimateRequest, model, profile: dict[str, Any], explicit: bool = False):
+    """The Estimate of `request` for the ModelSpec `model` under calibration `profile` ({}:
+    the hardware catalogue's figures alone, as `validate --published` asks)."""
     from llmdissect.perfmodel.ceilings import machine_for
     from llmdissect.perfmodel.config import InferSetup, TrainSetup
     from llmdissect.perfmodel.estimate import estimate_infer, estimate_train
     from llmdissect.perfmodel.weights import LORA_TARGETS_DEFAULT, parse_lora_targets
-    from llmdissect.specs import get_model, resolve_platform
+    from llmdissect.specs import resolve_platform
 
     r = request
-    model = get_model(r.model)
     platform = resolve_platform(r.hardware, r.gpus)
     dtype = r.dtype or ("fp32" if platform.device.kind == "cpu" else "bf16")
-    profile = load_profile(calibration, required=calibration is not None)
-    machine = machine_for(platform, dtype, profile, explicit=calibration is not None)
+    machine = machine_for(platform, dtype, profile, explicit=explicit)
     common = dict(model=model, platform=platform, dtype=dtype, attn=r.attn, quant=r.quant, tp=r.tp)
     if r.kind == mn.INFER:
         setup = InferSetup(batch=r.batch or 1, input_len=r.input_len or 512, output_len=r.output_len or 128,

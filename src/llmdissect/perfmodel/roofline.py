@@ -45,14 +45,18 @@ class Ceilings:
     gemm_grid: tuple = ()
     """Measured efficiency of a product of M rows, K inputs and N outputs (`peak`,
     micro.gemm_grid): (rows, k, n, efficiency[i][j][l]); () where not measured."""
+    gemm_peak_scale: float = 1.0
+    """GEMMs run at this multiple of `peak_flops_per_s` (FP8 weights and activations on a
+    device whose FP8 peak is twice its bf16 one: 2); attention and the rest do not."""
 
     def gemm_flops_per_s(self, flops=None, shape=None):
         """The GEMM rate: at the efficiency `peak` measured for that (M, K, N) shape where it
         measured a grid, else at the efficiency `bench ops` measured for GEMMs of that many
         FLOPs (log-linear between its points, flat beyond them), else the class's."""
+        peak = self.peak_flops_per_s * self.gemm_peak_scale
         if self.grid_applies(shape):
-            return self.peak_flops_per_s * gemm_grid_efficiency(self.gemm_grid, *shape)
-        return self.peak_flops_per_s * gemm_efficiency(self, flops)
+            return peak * gemm_grid_efficiency(self.gemm_grid, *shape)
+        return peak * gemm_efficiency(self, flops)
 
     def grid_applies(self, shape) -> bool:
         """A measured grid and a scalar (M, K, N) to look up (advise's arrays take the class)."""

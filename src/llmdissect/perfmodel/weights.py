@@ -13,6 +13,10 @@ stay in the compute dtype, as transformers and `techniques.quantization` do):
   per-row int8 zero point (choose_qparams_affine with scale_dtype=float32 whatever the
   weight's dtype, torchao 0.18).
 - `int4-weight` (torchao, groups of 128): n/2 + a scale and a zero point per group in bf16.
+- `fp8` (inference only: FP8 E4M3 weights and activations, one fp32 scale per tensor, as
+  TensorRT-LLM's and Transformer Engine's per-tensor scaling; Micikevicius et al., "FP8
+  Formats for Deep Learning", arXiv 2209.05433): n + 4; its GEMMs run at the device's FP8
+  peak (`FP8_GEMM`), so it needs a device that has one.
 """
 from __future__ import annotations
 
@@ -21,7 +25,9 @@ import math
 from llmdissect.errors import UserError
 from llmdissect.specs.models import ModelSpec
 
-QUANTS = ("none", "int8", "int8-weight", "int8-dynamic", "int8-bnb", "nf4", "int4-weight")
+QUANTS = ("none", "int8", "int8-weight", "int8-dynamic", "int8-bnb", "nf4", "int4-weight", "fp8")
+FP8_GEMM = ("fp8",)
+"""Schemes whose GEMMs take FP8 inputs (the activations are cast too), at the FP8 peak."""
 QUANT_ALIASES = {"int8": "int8-weight"}
 NF4_BLOCK = 64
 NF4_NESTED_BLOCK = 256
@@ -76,6 +82,8 @@ def linear_weight_bytes(out_features: int, in_features: int, quant: str, dtype_b
         return int8_torchao_bytes(out_features, in_features)
     if quant == "int4-weight":
         return int4_torchao_bytes(out_features, in_features)
+    if quant == "fp8":
+        return out_features * in_features + 4
     raise UserError(f"unknown quantization {quant!r}")
 
 

@@ -33,6 +33,7 @@ def build_sections(records: list[RunRecord], profile: dict[str, Any] | None = No
         lambda: sections_infer.inference(records),
         lambda: sections_infer.serving(records),
         lambda: sections_estimate.estimates(records, estimate_missing),
+        lambda: sections_estimate.published(records),
         lambda: sections_micro.failures(records),
     ]
     return [s for b in builders if (s := b()) is not None]

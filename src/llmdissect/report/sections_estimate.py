@@ -101,3 +101,48 @@ def estimates(records: list[RunRecord], estimate_missing: bool = True) -> Sectio
                                   (_get(e.metrics, (mn.MEMORY, mn.TOTAL_BYTES)) or 0) / 2**30, e.metrics.get(mn.FITS),
                                   e.id) for e in unpaired]))
     return sec
+
+
+def published(records: list[RunRecord]) -> Section | None:
+    """The newest `validate --published` record: published against predicted on log axes,
+    the summary per category, the points it cannot express and why."""
+    runs = [r for r in records if r.kind == mn.VALIDATION and r.status == "ok"]
+    if not runs:
+        return None
+    rec = max(runs, key=lambda r: r.finished_at or "")
+    points, summary = rec.metrics.get("points") or [], rec.metrics.get("summary") or {}
+    sec = Section("published", "Estimates against published results",
+                  "Each point of the published set shipped with the package (llmdissect validate --published): the "
+                  "value its source published against the estimate of the configuration the source states, from "
+                  "the hardware catalogue alone; ratio = predicted / published. '~' marks a configuration the "
+                  "model expresses only in part.")
+    series: dict[str, tuple[list, list]] = {}
+    rows = []
+    for p in points:
+        if p.get("predicted") is None:
+            continue
+        xs, ys = series.setdefault(f"{p['category']}: {p['metric']}", ([], []))
+        xs.append(p["published"])
+        ys.append(p["predicted"])
+        rows.append((p["id"], p["metric"], p["published"], p["predicted"],
+                     f"{p['ratio']:.2f}" + (" ~" if p.get("missing") else ""), p["source"]))
+    groups = [(c, s) for c, s in (summary.get("per_category") or {}).items() if s.get("points")]
+    groups += [(g, summary[g]) for g in ("overall", "approximate") if summary.get(g)]
+    pct = lambda v: "-" if v is None else f"{v:.0%}"  # noqa: E731
+    sec.tables.append(Table("Median |error| and the share within 1.25x and 1.5x (exactly expressed points)",
+                            ["group", "points", "median |error|", "within 1.25x", "within 1.5x"],
+                            [(g, s["points"], pct(s["median_abs_error"]), pct(s["within_1.25x"]),
+                              pct(s["within_1.5x"])) for g, s in groups]))
+    if series:
+        sec.plots.append(plots.versus("published-vs-predicted", "Predicted against published", series,
+                                      xlabel="published (the metric's unit)", ylabel="predicted (same unit)"))
+        sec.tables.append(Table("Every predicted point", ["point", "metric", "published", "predicted", "ratio",
+                                                          "source"], rows))
+    skipped = [p for p in points if p.get("predicted") is None]
+    if skipped:
+        sec.findings.append(f"{len(skipped)} point(s) not predicted: "
+                            + "; ".join(f"{p['id']} ({p['reason']})" for p in skipped[:8])
+                            + (" ..." if len(skipped) > 8 else ""))
+    if summary.get("mfu_above_1"):
+        sec.findings.append(f"MFU above 1 predicted for {', '.join(summary['mfu_above_1'])}: a model error.")
+    return sec

@@ -1,6 +1,8 @@
 """Quick-suite step, the last: estimate every configuration the quick suite measured (on this
 machine's calibration), store those estimates beside the measurements, and report the
-error of each prediction per metric (what `llmdissect validate --suite quick` prints)."""
+error of each prediction per metric (what `llmdissect validate --suite quick` prints); then
+the shipped published results against their estimates (`validate --published`, milliseconds),
+stored for the report."""
 from __future__ import annotations
 
 import llmdissect.metric_names as mn
@@ -29,6 +31,18 @@ def _validate(ctx: QuickContext) -> None:
         ctx.log(f"not predicted: {row['metric']} of {len(row['records'])} record(s): {row['reason']}")
     ctx.log(f"validate: {len(v.pairs)} pairs from {len(measured)} measured records, {len(v.computed)} estimates "
             f"stored; table: `llmdissect validate --suite quick --db {ctx.db_path}`")
+    _published(ctx)
+
+
+def _published(ctx: QuickContext) -> None:
+    from llmdissect.published.check import published_record
+
+    record, _ = published_record()
+    ctx.save(record)
+    o = record.metrics["summary"]["overall"]
+    if o["points"]:
+        ctx.log(f"published: {o['points']} point(s), median |error| {o['median_abs_error']:.0%}, "
+                f"{o['within_1.25x']:.0%} within 1.25x; table: `llmdissect validate --published`")
 
 
 def quick_steps() -> list[QuickStep]:

@@ -9,13 +9,14 @@ from llmdissect.results import open_store
 
 # The shipped set's figures on the exactly expressed points (docs/published.md); a change to
 # perfmodel/ or to the set that makes either worse fails here. Raise them as the model improves.
-HELD = {"infer": {"median_abs_error": 0.05, "within_1.25x": 0.83}}
-OVERALL = {"median_abs_error": 0.05, "within_1.25x": 0.83}
+HELD = {"infer": {"median_abs_error": 0.042, "within_1.25x": 0.833},
+        "finetune": {"median_abs_error": 0.513, "within_1.25x": 0.4}}
+OVERALL = {"median_abs_error": 0.047, "within_1.25x": 0.739}
 
 
 def test_every_shipped_point_has_its_source_and_loads():
     points = load_points()
-    assert len(points) >= 40
+    assert len(points) >= 150
     for p in points:
         assert p.source.startswith("https://") and p.quote and p.where, p.id
         assert p.expressible or p.missing, f"{p.id}: neither estimate options nor what is missing"

@@ -19,7 +19,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("api", "bench"),
     ("suites",),
     ("report",),
-    ("analysis",),
+    ("analysis", "published"),
     ("workloads",),
     ("micro",),
     ("engines",),

@@ -14,7 +14,7 @@ DOC = (DOCS / "metrics.md").read_text()
 # Backticked words of the metric sections that are not metric names: the identifiers of an
 # ops or comm row, values of `placement`, a server's response field, a command, code.
 NOT_METRICS = {"op", "shape", "dtype", "pass", "placement", "in-place", "out-of-place", "usage", "peak",
-               "optimizer.step()", "torch.cuda.max_memory_allocated"}
+               "optimizer.step()", "torch.cuda.max_memory_allocated", "time_s.n"}
 
 
 def _constants() -> dict[str, str]:
@@ -32,8 +32,8 @@ def _documented_metrics() -> set[str]:
     names: set[str] = set()
     for quoted in re.findall(r"`([^`]+)`", body):
         for word in (w.strip() for w in quoted.split(",")):
-            if word in NOT_METRICS or "/" in word or word.endswith(".py"):  # a file, not a metric
-                continue
+            if word in NOT_METRICS or "/" in word or word.endswith(".py") or word.startswith("-"):
+                continue  # a file or a command-line option, not a metric
             word = word.removeprefix("metrics.")
             assert re.fullmatch(r"[a-z][a-z0-9_]*", word), f"docs/metrics.md: `{word}` is not a metric name; " \
                 "add it to NOT_METRICS if it is not meant as one"

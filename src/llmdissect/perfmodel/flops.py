@@ -49,14 +49,14 @@ def rope_flops_fwd(m: ModelSpec):
 
 
 def mlp_flops_fwd(m: ModelSpec):
-    """SwiGLU MLP matmuls: gate and up (4 h f) and down (2 f h)."""
+    """SwiGLU MLP matmuls: gate and up (4 h f) and down (2 f h); GPT's: up (2 h f) and down."""
     h, f = m.hidden_size, m.intermediate_size
-    return opc.linear_flops(1, h, 2 * f) + opc.linear_flops(1, f, h)
+    return opc.linear_flops(1, h, m.mlp_in_matrices * f) + opc.linear_flops(1, f, h)
 
 
 def swiglu_flops_fwd(m: ModelSpec):
-    """silu(gate) * up: sigmoid, multiply, multiply, ~5 FLOPs per element of f."""
-    return opc.SWIGLU_FLOPS * m.intermediate_size
+    """silu(gate) * up: sigmoid, multiply, multiply, ~5 FLOPs per element of f (GPT: GELU's)."""
+    return (opc.SWIGLU_FLOPS if m.gated_mlp else opc.GELU_FLOPS) * m.intermediate_size
 
 
 def rmsnorm_flops_fwd(m: ModelSpec):

@@ -56,7 +56,7 @@ def prefill_working_bytes(m: ModelSpec, batch, seq, e, eager, tp=1):
     """
     residual = 4 * batch * seq * m.hidden_size * e
     attention = batch * seq * (m.q_dim + 2 * m.kv_dim) * e / tp
-    mlp = 3 * batch * seq * m.intermediate_size * e / tp
+    mlp = (m.mlp_in_matrices + 1) * batch * seq * m.intermediate_size * e / tp
     larger = attention + (mlp - attention) * (mlp > attention)
     eager_kept = eager * (batch * m.num_heads * seq * seq * 4 / tp + batch * seq * seq * e)
     rope = 2 * batch * seq * m.head_dim * e

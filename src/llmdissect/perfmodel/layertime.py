@@ -29,7 +29,7 @@ def layer_gemm_shapes(m: ModelSpec):
     """(k, n) of the layer's GEMMs as transformers' Llama runs them, one nn.Linear each:
     q, k, v, o, gate, up, down (the projections of op_costs.LAYER_FORWARD_OPS)."""
     h, f = m.hidden_size, m.intermediate_size
-    return ((h, m.q_dim), (h, m.kv_dim), (h, m.kv_dim), (m.q_dim, h), (h, f), (h, f), (f, h))
+    return ((h, m.q_dim), (h, m.kv_dim), (h, m.kv_dim), (m.q_dim, h), *[(h, f)] * m.mlp_in_matrices, (f, h))
 
 
 def model_param_tensors(m: ModelSpec) -> list[tuple[int, int]]:
@@ -73,7 +73,7 @@ def layer_elementwise_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1):
     h = m.hidden_size
     replicated = 2 * opc.rmsnorm(tokens, h, e).bytes + 2 * opc.residual_add(tokens, h, e).bytes
     sharded = (opc.rope(tokens, m.q_dim, m.kv_dim, m.head_dim, e).bytes
-               + opc.swiglu(tokens, m.intermediate_size, e).bytes)
+               + opc.mlp_activation(tokens, m.intermediate_size, e, m.gated_mlp).bytes)
     return memory_time_s(c, replicated + sharded / tp)
 
 

@@ -41,6 +41,7 @@ LOSS_OPS = ("cross_entropy",)
 RMSNORM_FLOPS = 4  # square, mean, rsqrt-scale, weight-scale
 ROPE_FLOPS = 3  # x cos + rotate_half(x) sin
 SWIGLU_FLOPS = 5  # sigmoid, multiply, multiply (silu(gate) * up)
+GELU_FLOPS = 8  # tanh form 0.5 x (1 + tanh(0.7979 (x + 0.044715 x^3))): arXiv 1606.08415
 SOFTMAX_FLOPS = 5  # max, subtract, exp, sum, divide
 CROSS_ENTROPY_FLOPS = 4  # log-softmax and NLL, per logit
 ADAMW_FLOPS_PER_PARAM = 13  # m: 3, v: 4, bias-corrected update: 5, decoupled weight decay: 1
@@ -151,6 +152,16 @@ def rope(T, q_dim, kv_dim, d, e, passes: str = "fwd") -> Cost:
 def swiglu(T, f, e, passes: str = "fwd") -> Cost:
     """silu(gate) * up. fwd: read gate, up; write y. bwd: read gate, up, dy; write dgate, dup."""
     return Cost(_times(passes) * SWIGLU_FLOPS * T * f, (5 if _bwd(passes) else 3) * e * T * f)
+
+
+def gelu(T, f, e, passes: str = "fwd") -> Cost:
+    """GPT's MLP activation. fwd: read x, write y. bwd: read x, dy; write dx."""
+    return Cost(_times(passes) * GELU_FLOPS * T * f, (3 if _bwd(passes) else 2) * e * T * f)
+
+
+def mlp_activation(T, f, e, gated: bool, passes: str = "fwd") -> Cost:
+    """The MLP's element-wise step: SwiGLU where gated, else GELU."""
+    return swiglu(T, f, e, passes) if gated else gelu(T, f, e, passes)
 
 
 def residual_add(T, h, e) -> Cost:

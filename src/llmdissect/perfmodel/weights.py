@@ -90,8 +90,9 @@ def linear_weight_bytes(out_features: int, in_features: int, quant: str, dtype_b
 def layer_linear_shapes(m: ModelSpec) -> dict[str, tuple[int, int]]:
     """(out_features, in_features) of each linear layer of one decoder layer."""
     h, f = m.hidden_size, m.intermediate_size
+    gate = {"gate_proj": (f, h)} if m.gated_mlp else {}  # GPT's MLP has no gate
     return {"q_proj": (m.q_dim, h), "k_proj": (m.kv_dim, h), "v_proj": (m.kv_dim, h), "o_proj": (h, m.q_dim),
-            "gate_proj": (f, h), "up_proj": (f, h), "down_proj": (h, f)}
+            **gate, "up_proj": (f, h), "down_proj": (h, f)}
 
 
 def model_weight_bytes(m: ModelSpec, quant: str, dtype_bytes: float) -> int:

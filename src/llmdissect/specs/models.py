@@ -17,7 +17,10 @@ from typing import Any
 from llmdissect.errors import UserError
 from llmdissect.specs.tomlfile import read_toml, require
 
-SUPPORTED_MODEL_TYPES = ("llama", "mistral")
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "gpt")
+MEASURABLE_MODEL_TYPES = ("llama", "mistral")
+"""`gpt` (GPT-2/3, Megatron-LM, MPT shapes: a GELU MLP of two matrices, LayerNorm, learned or
+no positions) is for the estimator only; `bench` builds Llama-family models."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,16 @@ class ModelSpec:
         """Width of the concatenated key (or value) heads under grouped-query attention."""
         return self.num_kv_heads * self.head_dim
 
+    @property
+    def gated_mlp(self) -> bool:
+        """SwiGLU (gate, up, down: Llama, Mistral) rather than GPT's GELU MLP (up, down)."""
+        return self.model_type != "gpt"
+
+    @property
+    def mlp_in_matrices(self) -> int:
+        """The MLP's matrices from h to f: gate and up (2), or GPT's one."""
+        return 2 if self.gated_mlp else 1
+
     # ---- parameter counts -----------------------------------------------------------
     @property
     def params_attention_per_layer(self) -> int:
@@ -85,7 +98,8 @@ class ModelSpec:
     @property
     def params_mlp_per_layer(self) -> int:
         h, f = self.hidden_size, self.intermediate_size
-        return 3 * h * f + ((2 * f + h) if self.mlp_bias else 0)
+        k = self.mlp_in_matrices
+        return (k + 1) * h * f + ((k * f + h) if self.mlp_bias else 0)
 
     @property
     def params_norm_per_layer(self) -> int:
@@ -126,6 +140,9 @@ class ModelSpec:
 
     def hf_config_dict(self) -> dict[str, Any]:
         """The `config.json` of the equivalent transformers model."""
+        if self.model_type not in MEASURABLE_MODEL_TYPES:
+            raise UserError(f"model {self.name!r}: model_type {self.model_type!r} can be estimated, not built "
+                            f"(bench builds {', '.join(MEASURABLE_MODEL_TYPES)})")
         arch = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM"}[self.model_type]
         d: dict[str, Any] = {
             "architectures": [arch], "model_type": self.model_type,

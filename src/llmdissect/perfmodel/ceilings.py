@@ -35,6 +35,10 @@ class Machine:
     assumptions: dict
     """Framework allowance, overlap fraction, CPU Adam rate (defaults.assumptions_for,
     overridden by the profile's `perfmodel` section)."""
+    scale_out: Network | None = None
+    """The network between nodes, per device, where the platform spans more than one node
+    of the device's reference server (None: every device on `network`)."""
+    node_devices: int = 0
 
 
 def _profile_section(hw: HardwareSpec, profile: dict[str, Any], explicit: bool) -> dict[str, Any] | None:
@@ -157,6 +161,7 @@ def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None =
         base, alpha = default_latency_s("cpu")
         network = Network(float(bandwidth or 10e9) / 4, alpha, eff["comm"], fits, base_s=base)
     sources["collectives"] = _collective_source(fits, backend, platform.num_devices)
+    scale_out = _scale_out(hw, platform.num_devices, eff["comm"], sources)
     host = hw.host_link
     host_link = (Network(host.unidirectional_bytes_per_s, default_latency_s("pcie")[1], eff["host_link"])
                  if host else None)
@@ -171,4 +176,20 @@ def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None =
                 raise UserError(f"calibration profile: perfmodel.{k} must be a non-negative number, got {v!r}")
             assumptions[k] = float(v)
         sources["assumptions"] = "calibration profile"
-    return Machine(platform, ceilings, network, host_link, eff, sources, assumptions)
+    return Machine(platform, ceilings, network, host_link, eff, sources, assumptions, scale_out,
+                   hw.node_devices if scale_out is not None else 0)
+
+
+def _scale_out(hw: HardwareSpec, devices: int, efficiency: float, sources: dict) -> Network | None:
+    """The inter-node network where `devices` fill more than one reference node."""
+    if hw.kind != "gpu" or not hw.node_devices or devices <= hw.node_devices:
+        return None
+    if hw.scale_out is None:
+        sources["scale_out"] = (f"{devices} devices span nodes, but no node network is catalogued for "
+                                f"{hw.name}: every device is put on its {hw.link.kind if hw.link else 'link'}")
+        return None
+    base, alpha = default_latency_s(hw.scale_out.kind)
+    sources["scale_out"] = (f"{devices} devices on nodes of {hw.node_devices}: data-parallel groups that span "
+                            f"nodes run over {hw.scale_out.kind} ({hw.scale_out.unidirectional_bytes_per_s / 1e9:g} "
+                            f"GB/s per device)")
+    return Network(hw.scale_out.unidirectional_bytes_per_s, alpha, efficiency, base_s=base)

@@ -74,6 +74,44 @@ def collective_time_s(net: Network, op: str, size_bytes, n, calls=1):
     return use * measured + (1 - use) * model
 
 
+def group_network(intra: Network, scale_out: Network | None, node_devices, group, inner):
+    """The network a collective of `group` ranks runs over, where each node holds
+    `node_devices` and the group's members sit `inner` ranks apart (the model-parallel ranks,
+    tp x pp, are placed first within a node, as Megatron-LM and torchtitan place them).
+
+    Within a node it is `intra`. A group that spans nodes has k = node_devices / inner of
+    its members in each node, each with its own NIC (one per GPU, "rail-optimized" as in the
+    DGX reference designs); NCCL runs one ring per NIC, so the node forwards k NICs' worth of
+    ring traffic: the ring's bus bandwidth is min(intra, k x NIC) (NCCL's multi-ring
+    all-reduce, Jeaugey, GTC 2017 "NCCL 2.0"; nccl-tests' busbw over nodes). A call across
+    nodes pays the network's latency. Scalars or numpy arrays (advise's grids)."""
+    if scale_out is None or not node_devices:
+        return intra
+    per_node = node_devices // inner
+    per_node = per_node + (1 - per_node) * (per_node < 1)  # a model replica wider than a node: one NIC
+    return _across(intra, scale_out, per_node, (group * inner > node_devices) * (group > 1))
+
+
+def _across(intra: Network, scale_out: Network, nics, spans) -> Network:
+    """`intra`, or where `spans` (0/1) the node network with `nics` NICs a node: bandwidth
+    min(intra, nics x NIC) and the node network's latency."""
+    nic = nics * scale_out.bandwidth_bytes_per_s
+    across = intra.bandwidth_bytes_per_s + (nic - intra.bandwidth_bytes_per_s) * (nic < intra.bandwidth_bytes_per_s)
+    return Network(intra.bandwidth_bytes_per_s + spans * (across - intra.bandwidth_bytes_per_s),
+                   intra.alpha_s + spans * (scale_out.alpha_s - intra.alpha_s), intra.efficiency, intra.fits,
+                   intra.base_s + spans * (scale_out.base_s - intra.base_s))
+
+
+def pipeline_network(intra: Network, scale_out: Network | None, node_devices, tp, pp):
+    """The link between pipeline stages: `intra` while tp x pp ranks fit in a node, else the
+    node network, whose tp ranks each send their 1/tp share of the activations through their
+    own NIC (Megatron-LM's scatter/gather, arXiv 2104.04473 section 4.1): min(intra, tp x NIC)."""
+    if scale_out is None or not node_devices:
+        return intra
+    spans = (tp * pp > node_devices) * (pp > 1)
+    return _across(intra, scale_out, tp, spans)
+
+
 def p2p_time_s(net: Network, size_bytes):
     """One point-to-point transfer (pipeline stages): base + alpha + S / B."""
     return net.base_s + net.alpha_s + size_bytes / (net.bandwidth_bytes_per_s * net.efficiency)

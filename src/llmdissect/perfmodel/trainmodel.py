@@ -85,12 +85,14 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     recompute = (rc >= 2) * layers * t_layer + (rc == 1) * layers * layer_attention_time_s(c, m, b, s, e, eager, tp)
     act_bytes = tokens * m.hidden_size * e
     tp_comm = comm.tensor_parallel_comm_s(net, act_bytes, tp, layers, 2 + (rc >= 2))
-    pp_comm = (pp > 1) * 2 * comm.p2p_time_s(net, act_bytes)
+    pp_net = comm.pipeline_network(net, mach.scale_out, mach.node_devices, tp, pp)
+    pp_comm = (pp > 1) * 2 * comm.p2p_time_s(pp_net, act_bytes)
     t_micro = fwd + bwd + recompute + tp_comm + pp_comm
     compute = (ga + pp - 1) * t_micro
     psi_shard = (lora * lora_params + (1 - lora) * m.params) / shard_div(tp, pp)
     frozen_shard = lora * frozen_weight_bytes / shard_div(tp, pp)
-    dp_comm = comm.data_parallel_comm_s(net, zero, psi_shard * e, psi_shard * e + frozen_shard, dp, ga,
+    dp_net = comm.group_network(net, mach.scale_out, mach.node_devices, dp, tp * pp)
+    dp_comm = comm.data_parallel_comm_s(dp_net, zero, psi_shard * e, psi_shard * e + frozen_shard, dp, ga,
                                         calls=sharded_calls)
     exposed = comm.exposed_s(dp_comm, ga * bwd, mach.assumptions["overlap_fraction"])
     psi_local = psi_shard / (1 + (zero >= 1) * (dp - 1))

@@ -19,6 +19,7 @@ ESTIMATE_PATH: dict[str, tuple[str, ...]] = {
     "tokens_per_s_per_device": (mn.TOKENS_PER_S_PER_DEVICE,),
     "tokens_per_s": (mn.TOKENS_PER_S,),
     "mfu": (mn.MFU,),
+    "hfu": (mn.HFU,),
     "step_time_s": (mn.TIME, mn.STEP_S),
     "peak_memory_bytes": (mn.MEMORY, mn.TOTAL_BYTES),
     "ttft_s": (mn.TIME, mn.TTFT_S),

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from llmdissect.errors import UserError
 
 CATEGORIES = ("pretrain", "finetune", "infer", "serve")
-METRICS = ("tokens_per_s_per_device", "tokens_per_s", "mfu", "step_time_s", "peak_memory_bytes", "ttft_s",
+METRICS = ("tokens_per_s_per_device", "tokens_per_s", "mfu", "hfu", "step_time_s", "peak_memory_bytes", "ttft_s",
            "tpot_s", "e2e_latency_s", "decode_tokens_per_s", "prefill_tokens_per_s", "requests_per_s")
 """What a point may report, each in the unit docs/published.md gives (fractions, seconds, bytes)."""
 

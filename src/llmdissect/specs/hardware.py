@@ -46,6 +46,11 @@ class HardwareSpec:
     aliases: tuple[str, ...] = ()
     link: Link | None = None
     host_link: Link | None = None
+    scale_out: Link | None = None
+    """The network between nodes, per device, one direction (the reference server's NIC for
+    each GPU); None where no reference node is catalogued."""
+    node_devices: int = 0
+    """Devices in the reference node that `scale_out` belongs to (0: unknown)."""
     source_url: str = ""
     efficiency: dict[str, float] = field(default_factory=dict)
     """Optional per-operator-class efficiency factors (gemm, attention, memory, ...)."""
@@ -90,6 +95,15 @@ def _link(data: dict[str, Any] | None, path: Path, key: str) -> Link | None:
                 source_url=str(data.get("source_url", "")))
 
 
+def _node_devices(data: dict[str, Any], path: Path) -> int:
+    n = data.get("node_devices", 0)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise UserError(f"{path}: node_devices must be a non-negative integer")
+    if data.get("scale_out") is not None and n == 0:
+        raise UserError(f"{path}: [scale_out] needs node_devices (the devices of the node it belongs to)")
+    return n
+
+
 def _hardware_from_toml(path: Path) -> HardwareSpec:
     data = read_toml(path)
     peaks = require(data, "peak_flops_per_s", dict, path)
@@ -107,6 +121,7 @@ def _hardware_from_toml(path: Path) -> HardwareSpec:
         vendor=str(data.get("vendor", "")), architecture=str(data.get("architecture", "")),
         description=str(data.get("description", "")), aliases=tuple(data.get("aliases", ())),
         link=_link(data.get("link"), path, "link"), host_link=_link(data.get("host_link"), path, "host_link"),
+        scale_out=_link(data.get("scale_out"), path, "scale_out"), node_devices=_node_devices(data, path),
         source_url=require(data, "source_url", str, path),
         efficiency={k: float(v) for k, v in data.get("efficiency", {}).items()},
     )

@@ -70,8 +70,9 @@ def test_full_finetune_trains_everything(db_path):
 def test_recompute_lowers_peak_memory(db_path):
     args = ["--micro-batch", "4", "--seq", "192", "--attn", "eager"]
     peaks = {mode: bench(db_path, *args, "--recompute", mode)["metrics"]["peak_memory_bytes"]
-             for mode in ("none", "selective", "full")}
+             for mode in ("none", "selective", "full", "op")}
     assert peaks["full"] < peaks["selective"] < peaks["none"], peaks
+    assert peaks["full"] < peaks["op"] < peaks["none"], peaks
     assert peaks["full"] < 0.7 * peaks["none"], peaks
 
 

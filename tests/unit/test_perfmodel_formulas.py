@@ -66,3 +66,12 @@ def test_lora_and_recompute_flop_conventions():
     assert full == 8 * n - head + 16 * m.num_layers * m.q_dim * 2048
     assert fl.hardware_flops_per_token(m, 2048, 1) == 6 * n + 16 * m.num_layers * m.q_dim * 2048
     assert fl.hardware_flops_per_token(m, 2048, 0) == fl.model_flops_per_token(m, 2048)
+
+
+def test_op_recompute_redoes_the_matmuls_it_did_not_save():
+    # torchtitan's per-operator policy recomputes k, o and up (the 2nd, 4th and 6th matmul of a
+    # Llama layer): 2 h (d_kv + d_q + f) FLOPs per token and layer, and no attention core
+    m = get_model("llama3-8b")
+    h = m.hidden_size
+    want = m.num_layers * 2 * h * (m.kv_dim + m.q_dim + m.intermediate_size)
+    assert fl.recompute_flops_per_token(m, 8192, 3) == want

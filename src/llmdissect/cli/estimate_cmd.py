@@ -27,7 +27,7 @@ def estimate(
     grad_accum: Optional[int] = typer.Option(None, "--grad-accum", help="Micro-batches per optimizer step [1]."),
     zero: Optional[int] = typer.Option(None, "--zero", help="ZeRO stage 0..3 [0]."),
     offload: Optional[str] = typer.Option(None, "--offload", help="none | optimizer | params [none]."),
-    recompute: Optional[str] = typer.Option(None, "--recompute", help="none | selective | full [none]."),
+    recompute: Optional[str] = typer.Option(None, "--recompute", help="none | selective | full | op [none]."),
     attn: str = typer.Option("sdpa", "--attn", help="eager | sdpa | flash."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree."),
     pp: Optional[int] = typer.Option(None, "--pp", help="Pipeline-parallel degree [1]."),

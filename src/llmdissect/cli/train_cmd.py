@@ -84,7 +84,8 @@ ZERO = typer.Option(0, "--zero", help="0 DDP, 1 DDP+ZeroRedundancyOptimizer, 2/3
                     "forward); with --engine deepspeed, DeepSpeed's ZeRO stage.")
 OFFLOAD = typer.Option("none", "--offload", help="none | params (FSDP2 CPUOffloadPolicy; deepspeed ZeRO-3) | "
                        "optimizer (deepspeed).")
-RECOMPUTE = typer.Option("none", "--recompute", help="none | selective (attention blocks) | full (every layer).")
+RECOMPUTE = typer.Option("none", "--recompute", help="none | selective (attention blocks) | full (every layer) | "
+                                                        "op (every other matmul kept).")
 ATTN = typer.Option("sdpa", "--attn", help="eager | sdpa | flash (CUDA with flash-attn only).")
 DTYPE = typer.Option("fp32", "--dtype", help="fp32 | bf16 | fp16 (autocast / FSDP mixed precision). CPU default fp32.")
 OPT = typer.Option("adamw", "--optimizer", help="adamw | adamw-fused | adamw-8bit (bitsandbytes).")

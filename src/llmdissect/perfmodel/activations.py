@@ -23,14 +23,19 @@ d_q = a x head_dim and d_kv = kv_heads x head_dim, one layer keeps for backward:
 Tensor parallelism (Megatron, Korthikanti et al. arXiv 2205.05198) splits the attention and
 MLP tensors over `tp`; norms and residuals stay whole (no sequence parallelism modelled).
 Selective recomputation drops the s x s softmax output; full recomputation keeps only each
-layer's input and rebuilds one layer at a time in backward. Functions take scalars or numpy
+layer's input and rebuilds one layer at a time in backward; "op" (torchtitan's per-operator
+policy, layertime.op_policy_gemms) keeps the layer's input, every other GEMM's output and the
+fused attention's outputs, and rebuilds the rest one layer at a time. Functions take scalars or numpy
 arrays; `eager` and flags are 0/1.
 """
 from __future__ import annotations
 
+from llmdissect.perfmodel.layertime import op_policy_gemms
 from llmdissect.specs.models import ModelSpec
 
-RECOMPUTES = ("none", "selective", "full")
+RECOMPUTES = ("none", "selective", "full", "op")
+RECOMPUTE_LEVEL = {"none": 0, "selective": 1, "full": 2, "op": 3}
+"""The numbers the arithmetic takes (flags like `level == 2` work on advise's arrays)."""
 ATTNS = ("eager", "sdpa", "flash")
 
 
@@ -83,11 +88,21 @@ def checkpointed_layer_bytes(m: ModelSpec, b, s, e):
     return b * s * m.hidden_size * e
 
 
+def op_policy_layer_bytes(m: ModelSpec, b, s, e, eager, tp=1):
+    """"op" selective recomputation: the layer's input, the outputs of the GEMMs the policy
+    saves (column-parallel ones split over tp), and a fused attention's output and
+    log-sum-exp (eager attention's matmuls are batched, not saved: recomputed)."""
+    saved, _ = op_policy_gemms(m)
+    gemms = sum(b * s * n * e / (1 if row else tp) for _, n, row in saved)
+    return checkpointed_layer_bytes(m, b, s, e) + gemms + (1 - eager) * fused_attention_bytes(m, b, s, e, tp)
+
+
 def saved_layer_bytes(m: ModelSpec, b, s, e, eager, recompute_level, tp=1):
-    """Bytes a layer keeps until its backward: level 0 none, 1 selective, 2 full."""
-    full = (recompute_level >= 2) * 1
+    """Bytes a layer keeps until its backward: level 0 none, 1 selective, 2 full, 3 op."""
+    full, op = (recompute_level == 2) * 1, (recompute_level == 3) * 1
     kept = layer_activation_bytes(m, b, s, e, eager, tp, selective=(recompute_level == 1) * 1)
-    return full * checkpointed_layer_bytes(m, b, s, e) + (1 - full) * kept
+    return (full * checkpointed_layer_bytes(m, b, s, e) + op * op_policy_layer_bytes(m, b, s, e, eager, tp)
+            + (1 - full - op) * kept)
 
 
 def embedding_output_bytes(m: ModelSpec, b, s, e):

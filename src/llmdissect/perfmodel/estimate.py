@@ -12,12 +12,12 @@ from typing import Any
 import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 from llmdissect.perfmodel import weights as wt
+from llmdissect.perfmodel.activations import RECOMPUTE_LEVEL
 from llmdissect.perfmodel.ceilings import Machine
 from llmdissect.perfmodel.config import InferSetup, TrainSetup
 from llmdissect.perfmodel.infermodel import infer_memory, infer_time
 from llmdissect.perfmodel.trainmodel import train_memory, train_time
 
-RECOMPUTE_LEVEL = {"none": 0, "selective": 1, "full": 2}
 OFFLOAD_LEVEL = {"none": 0, "optimizer": 1, "params": 2}
 
 

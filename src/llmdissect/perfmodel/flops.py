@@ -13,6 +13,7 @@ Every function takes scalars or numpy arrays (plain arithmetic, no branches on v
 from __future__ import annotations
 
 from llmdissect.perfmodel import op_costs as opc
+from llmdissect.perfmodel.layertime import op_policy_gemms
 from llmdissect.specs.models import ModelSpec
 
 # ---- forward FLOPs per token, per layer ------------------------------------------------
@@ -109,11 +110,14 @@ def recompute_flops_per_token(m: ModelSpec, seq, level):
     """Extra forward FLOPs per token that activation recomputation repeats.
 
     level 0 none; 1 selective (Korthikanti et al., arXiv 2205.05198: only the attention core,
-    4 L d_attn s); 2 full (the whole forward again but the head: 2 N_layers + 4 L d_attn s).
+    4 L d_attn s); 2 full (the whole forward again but the head: 2 N_layers + 4 L d_attn s);
+    3 op (torchtitan's per-operator policy: the GEMMs it does not save, layertime.op_policy_gemms;
+    the fused attention's outputs are saved).
     """
     attention = m.num_layers * layer_attention_flops_fwd(m, seq)  # 4 L d_attn s
     layers = m.num_layers * layer_matmul_flops_fwd(m)
-    return (level >= 1) * attention + (level >= 2) * layers
+    redone = m.num_layers * sum(opc.linear_flops(1, k, n) for k, n, _ in op_policy_gemms(m)[1])
+    return (level == 1) * attention + (level == 2) * (attention + layers) + (level == 3) * redone
 
 
 def hardware_flops_per_token(m: ModelSpec, seq, level, lora_params=0):

@@ -32,6 +32,19 @@ def layer_gemm_shapes(m: ModelSpec):
     return ((h, m.q_dim), (h, m.kv_dim), (h, m.kv_dim), (m.q_dim, h), *[(h, f)] * m.mlp_in_matrices, (f, h))
 
 
+def op_policy_gemms(m: ModelSpec):
+    """torchtitan's per-operator selective recomputation ("op" SAC, torchtitan
+    parallelize_llama.py `_custom_policy`): in each layer it saves the output of every
+    matmul but every second one, counted in the order they run (q, k, v, o, gate, up, down),
+    and the fused attention's outputs; everything else is recomputed in backward.
+    Returns (saved, recomputed): lists of (k, n, row_parallel) of the layer's GEMMs, where
+    row_parallel GEMMs (o, down) produce the whole hidden width on every TP rank."""
+    shapes = layer_gemm_shapes(m)
+    rows = {3, len(shapes) - 1}  # o_proj and down_proj
+    tagged = [(k, n, i in rows) for i, (k, n) in enumerate(shapes)]
+    return tagged[0::2], tagged[1::2]
+
+
 def model_param_tensors(m: ModelSpec) -> list[tuple[int, int]]:
     """(count, elements) of a Llama model's parameter tensors: per layer its GEMMs' weights
     and two norms; the embedding, the final norm and (untied) the head."""
@@ -75,6 +88,23 @@ def layer_elementwise_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1):
     sharded = (opc.rope(tokens, m.q_dim, m.kv_dim, m.head_dim, e).bytes
                + opc.mlp_activation(tokens, m.intermediate_size, e, m.gated_mlp).bytes)
     return memory_time_s(c, replicated + sharded / tp)
+
+
+def layer_op_recompute_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1):
+    """What "op" selective recomputation redoes per layer in backward: the GEMMs it does not
+    save (op_policy_gemms), the element-wise operators, and eager attention's core (a fused
+    attention's outputs are saved); each operator at its fixed cost too."""
+    tokens = b * s
+    shapes = layer_gemm_shapes(m)
+    weights = sum(k * n for k, n in shapes)
+    _, redone = op_policy_gemms(m)
+    gemms = sum(gemm_time_s(c, opc.linear_flops(tokens, k, n) / tp,
+                            (weight_bytes * k * n / weights + opc.linear_io_bytes(tokens, k, n, e)) / tp,
+                            (tokens, k, n / tp))
+                for k, n, _ in redone)
+    ops = len(opc.LAYER_FORWARD_OPS) - len(shapes) + len(redone) - (1 - eager)  # the saved ones are not rerun
+    return (gemms + layer_elementwise_time_s(c, m, tokens, e, tp)
+            + eager * layer_attention_time_s(c, m, b, s, e, eager, tp) + ops * c.op_fixed_s)
 
 
 def layer_forward_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1):

@@ -48,7 +48,7 @@ class EstimateRequest(BaseModel):
     offload: Optional[str] = None
     """none | optimizer | params [none] (training)."""
     recompute: Optional[str] = None
-    """none | selective | full [none] (training)."""
+    """none | selective | full | op [none] (training)."""
     attn: str = "sdpa"
     """eager | sdpa | flash."""
     tp: int = 1

@@ -23,6 +23,7 @@ from llmdissect.perfmodel.layertime import (
     layer_attention_time_s,
     layer_fixed_s,
     layer_forward_time_s,
+    layer_op_recompute_time_s,
     model_param_tensors,
 )
 from llmdissect.perfmodel.roofline import memory_time_s
@@ -81,10 +82,11 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     # each operator's backward is one autograd node: it pays the fixed cost once, not twice
     fixed = layers * layer_fixed_s(c)
     bwd = (2 - lora) * (fwd - fixed) + fixed + t_adapters
-    # selective recomputation redoes only the attention core
-    recompute = (rc >= 2) * layers * t_layer + (rc == 1) * layers * layer_attention_time_s(c, m, b, s, e, eager, tp)
+    # selective recomputation redoes only the attention core; "op" the GEMMs it did not save
+    recompute = (rc == 2) * layers * t_layer + (rc == 1) * layers * layer_attention_time_s(c, m, b, s, e, eager, tp) \
+        + (rc == 3) * layers * layer_op_recompute_time_s(c, m, b, s, e, eager, layer_weight_bytes, tp)
     act_bytes = tokens * m.hidden_size * e
-    tp_comm = comm.tensor_parallel_comm_s(net, act_bytes, tp, layers, 2 + (rc >= 2))
+    tp_comm = comm.tensor_parallel_comm_s(net, act_bytes, tp, layers, 2 + (rc == 2))
     pp_net = comm.pipeline_network(net, mach.scale_out, mach.node_devices, tp, pp)
     pp_comm = (pp > 1) * 2 * comm.p2p_time_s(pp_net, act_bytes)
     t_micro = fwd + bwd + recompute + tp_comm + pp_comm

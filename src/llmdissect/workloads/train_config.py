@@ -31,8 +31,9 @@ class TrainConfig(BaseModel):
     """0: DDP; 1: DDP + ZeroRedundancyOptimizer; 2/3: FSDP2 without/with resharding after forward."""
     offload: Literal["none", "optimizer", "params"] = "none"
     """none | params (FSDP2 CPUOffloadPolicy; deepspeed ZeRO-3) | optimizer (deepspeed)."""
-    recompute: Literal["none", "selective", "full"] = "none"
-    """selective: each attention block recomputed; full: each decoder layer recomputed."""
+    recompute: Literal["none", "selective", "full", "op"] = "none"
+    """selective: each attention block recomputed; full: each decoder layer recomputed; op:
+    torchtitan's per-operator policy (every other matmul's output and the attention's saved)."""
     attn: Literal["eager", "sdpa", "flash"] = "sdpa"
     """eager | sdpa | flash (CUDA with flash-attn only)."""
     dtype: Literal["fp32", "bf16", "fp16"] = "fp32"

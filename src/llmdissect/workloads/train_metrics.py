@@ -5,14 +5,13 @@ from typing import Any
 
 from llmdissect.specs.models import ModelSpec
 
-RECOMPUTE_LEVEL = {"none": 0, "selective": 1, "full": 2}
-
 
 def flops_per_token(spec: ModelSpec, seq: int, method: str, lora_rank: int, lora_targets: list[str],
                     recompute: str) -> tuple[int, int]:
     """(model, hardware) FLOPs per token, from the analytical model's one definition
     (perfmodel.flops: PaLM's 6 N + 12 L d_attn s; 4 N + 6 N_lora for LoRA/QLoRA; plus the
     recomputed forward for hardware FLOPs)."""
+    from llmdissect.perfmodel.activations import RECOMPUTE_LEVEL
     from llmdissect.perfmodel.flops import hardware_flops_per_token, model_flops_per_token
     from llmdissect.perfmodel.weights import lora_params
 

@@ -15,7 +15,7 @@ def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, d
              micro_batch: int | None = None, seq: int | None = None, grad_accum: int | None = None,
              zero: int | None = None, offload: str | None = None, recompute: str | None = None,
              attn: str = "sdpa", tp: int = 1, pp: int | None = None, optimizer: str | None = None,
-             engine: str | None = None,
+             precision: str | None = None, engine: str | None = None,
              lora_rank: int | None = None, lora_targets: str | None = None, quant: str = "none",
              batch: int | None = None, input_len: int | None = None, output_len: int | None = None,
              cache: str | None = None, calibration: str | os.PathLike[str] | None = None, store: bool = True,
@@ -34,7 +34,7 @@ def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, d
         model: a model preset (`llmdissect models`), model TOML or config.json.
         hardware: a device (a800, h100, cpu) or a platform (8xa800).
         gpus, dtype, micro_batch, seq, grad_accum, zero, offload, recompute, attn, tp, pp,
-            optimizer, engine, lora_rank, lora_targets, quant, batch, input_len, output_len, cache: the
+            optimizer, precision, engine, lora_rank, lora_targets, quant, batch, input_len, output_len, cache: the
             options of `llmdissect estimate` (see `perfmodel.request.EstimateRequest`);
             training-only options are refused for infer and the other way round.
         calibration: a calibration profile (default: this machine's, when one was measured).
@@ -48,7 +48,8 @@ def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, d
     from llmdissect.perfmodel.request import estimate_env, estimate_request, run_estimate
 
     options = dict(gpus=gpus, dtype=dtype, micro_batch=micro_batch, seq=seq, grad_accum=grad_accum, zero=zero,
-                   offload=offload, recompute=recompute, attn=attn, tp=tp, pp=pp, optimizer=optimizer, engine=engine,
+                   offload=offload, recompute=recompute, attn=attn, tp=tp, pp=pp, optimizer=optimizer,
+                   precision=precision, engine=engine,
                    lora_rank=lora_rank, lora_targets=lora_targets, quant=quant, batch=batch, input_len=input_len,
                    output_len=output_len, cache=cache)
     est = run_estimate(estimate_request(kind, model=model, hardware=hardware, **options), calibration)

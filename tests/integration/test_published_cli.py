@@ -9,10 +9,11 @@ from llmdissect.results import open_store
 
 # The shipped set's figures on the exactly expressed points (docs/published.md); a change to
 # perfmodel/ or to the set that makes either worse fails here. Raise them as the model improves.
+# (finetune has no exactly expressed point: torchtune's table gives the sequence length as a cap.)
 HELD = {"infer": {"median_abs_error": 0.042, "within_1.25x": 0.833},
-        "finetune": {"median_abs_error": 0.513, "within_1.25x": 0.4},
         "pretrain": {"median_abs_error": 0.033, "within_1.25x": 1.0}}
-OVERALL = {"median_abs_error": 0.036, "within_1.25x": 0.828}
+OVERALL = {"median_abs_error": 0.036, "within_1.25x": 0.9}
+APPROXIMATE = {"median_abs_error": 0.123, "within_1.25x": 0.618}
 
 
 def test_every_shipped_point_has_its_source_and_loads():
@@ -26,8 +27,8 @@ def test_every_shipped_point_has_its_source_and_loads():
 def test_figures_do_not_regress_and_no_mfu_above_1():
     record, outcomes = published_record()
     s = record.metrics["summary"]
-    for group, held in [*((c, HELD[c]) for c in HELD), ("overall", OVERALL)]:
-        got = s["overall"] if group == "overall" else s["per_category"][group]
+    for group, held in [*((c, HELD[c]) for c in HELD), ("overall", OVERALL), ("approximate", APPROXIMATE)]:
+        got = s[group] if group in ("overall", "approximate") else s["per_category"][group]
         assert got["median_abs_error"] <= held["median_abs_error"] + 1e-9, (group, got)
         assert got["within_1.25x"] >= held["within_1.25x"] - 1e-9, (group, got)
     assert s["mfu_above_1"] == []

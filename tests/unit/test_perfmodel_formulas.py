@@ -75,3 +75,20 @@ def test_op_recompute_redoes_the_matmuls_it_did_not_save():
     h = m.hidden_size
     want = m.num_layers * 2 * h * (m.kv_dim + m.q_dim + m.intermediate_size)
     assert fl.recompute_flops_per_token(m, 8192, 3) == want
+
+
+@pytest.mark.parametrize("n", [1, 8])
+def test_pure_bf16_keeps_no_master_and_16_bit_moments(n):
+    # torchtune's dtype=bf16: weight 2 + gradient 2 + m and v in bf16 4 = 8 bytes per parameter
+    expected = {0: 8 * PSI, 1: 4 * PSI + 4 * PSI / n, 2: 2 * PSI + 6 * PSI / n, 3: 8 * PSI / n}
+    for stage, want in expected.items():
+        assert states.model_state_bytes(PSI, 2, stage, n, pure=1) == pytest.approx(want, rel=1e-12)
+    assert states.optimizer_bytes_per_param(4, "adamw", pure=1) == 8  # fp32 is its own master already
+    assert states.optimizer_bytes_per_param(2, "adamw-8bit", pure=1) == 2
+
+
+def test_pure_bf16_optimizer_step_moves_half_the_bytes():
+    from llmdissect.perfmodel import op_costs as opc
+
+    assert opc.optimizer_step_bytes_per_param(2, "adamw-fused", pure=1) == 14  # read p g m v, write p m v
+    assert opc.optimizer_step_traffic_bytes_per_param(2, "adamw", pure=1) == 20 * 2  # unfused passes, 2 bytes

@@ -33,6 +33,8 @@ def estimate(
     pp: Optional[int] = typer.Option(None, "--pp", help="Pipeline-parallel degree [1]."),
     optimizer: Optional[str] = typer.Option(None, "--optimizer",
                                             help="adamw | adamw-fused | adamw-8bit | adam | sgd [adamw]."),
+    precision: Optional[str] = typer.Option(None, "--precision", help="mixed | pure: pure 16-bit keeps no fp32 "
+                                            "master weights, optimizer states in the dtype (training) [mixed]."),
     engine: Optional[str] = typer.Option(None, "--engine", help="single | ddp | fsdp | deepspeed (training) "
                                                                 "[as bench pretrain picks]."),
     lora_rank: Optional[int] = typer.Option(None, "--lora-rank", help="LoRA rank (finetune; 0 = full)."),

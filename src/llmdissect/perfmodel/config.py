@@ -10,7 +10,7 @@ from llmdissect.errors import UserError
 from llmdissect.perfmodel.activations import ATTNS, RECOMPUTES
 from llmdissect.perfmodel.defaults import OPTIMIZERS
 from llmdissect.perfmodel.kvcache import CACHES
-from llmdissect.perfmodel.states import OFFLOADS
+from llmdissect.perfmodel.states import OFFLOADS, PRECISIONS
 from llmdissect.perfmodel.weights import LORA_TARGETS_DEFAULT, check_quant
 from llmdissect.specs.hardware import Platform
 from llmdissect.specs.models import ModelSpec
@@ -105,6 +105,9 @@ class TrainSetup:
     quant: str = "none"
     engine_name: str = "auto"
     """The engine that runs the step (bench pretrain's --engine): auto picks as it does."""
+    precision: str = "mixed"
+    """mixed (16-bit compute, fp32 master weights and optimizer states) | pure (everything in
+    the compute dtype, no master: torchtune's dtype=bf16 recipes)."""
     dp: int = field(init=False, default=1)
 
     def __post_init__(self) -> None:
@@ -117,6 +120,7 @@ class TrainSetup:
         _choice("offload", self.offload, OFFLOADS)
         _choice("recompute", self.recompute, RECOMPUTES)
         _choice("optimizer", self.optimizer, OPTIMIZERS)
+        _choice("precision", self.precision, PRECISIONS)
         _check_attn(self.attn, self.platform)
         if self.seq > self.model.max_position_embeddings:
             raise UserError(f"--seq {self.seq} is longer than {self.model.name} allows "
@@ -180,6 +184,8 @@ class TrainSetup:
              "pp": self.pp, "method": self.method, "quant": self.quant, "kind_estimated": self.kind}
         if self.lora_rank:
             c.update(lora_rank=self.lora_rank, lora_targets=",".join(self.lora_targets))
+        if self.precision != "mixed":  # measured runs are mixed (autocast): only a departure is a key
+            c["precision"] = self.precision
         return c
 
 

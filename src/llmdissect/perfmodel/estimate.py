@@ -75,7 +75,7 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
     kw = dict(b=setup.micro_batch, s=setup.seq, ga=setup.grad_accum, e=e, eager=int(setup.attn == "eager"),
               rc=RECOMPUTE_LEVEL[setup.recompute], zero=setup.zero, off=OFFLOAD_LEVEL[setup.offload],
               tp=setup.tp, pp=setup.pp, dp=setup.dp, optimizer=setup.optimizer, lora=lora,
-              lora_params=lora_params, frozen_weight_bytes=frozen)
+              lora_params=lora_params, frozen_weight_bytes=frozen, pure=int(setup.precision == "pure"))
     memory = _plain(train_memory(m, mach, **kw))
     host_total = memory.pop("host_bytes") * setup.platform.num_devices
     memory["host_total_bytes"] = host_total

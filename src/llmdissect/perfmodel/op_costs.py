@@ -187,11 +187,12 @@ def cross_entropy(T, V, passes: str = "fwd") -> Cost:
 
 # ---- optimizer -----------------------------------------------------------------------
 
-def optimizer_step_bytes_per_param(dtype_bytes, optimizer: str = "adamw"):
+def optimizer_step_bytes_per_param(dtype_bytes, optimizer: str = "adamw", pure=0):
     """Bytes one optimizer step moves per parameter: read the weight and its gradient and
     write the weight (3 x dtype), read and write every optimizer state (2 x
-    states.optimizer_bytes_per_param). AdamW in fp32: read p, g, m, v, write p, m, v = 28."""
-    return 3 * dtype_bytes + 2 * states.optimizer_bytes_per_param(dtype_bytes, optimizer)
+    states.optimizer_bytes_per_param). AdamW in fp32: read p, g, m, v, write p, m, v = 28;
+    in pure bf16, 14."""
+    return 3 * dtype_bytes + 2 * states.optimizer_bytes_per_param(dtype_bytes, optimizer, pure)
 
 
 # torch.optim.AdamW without `fused` (torch/optim/adamw.py; the single-tensor loop on a CPU,
@@ -207,22 +208,24 @@ ADAMW_WORKING_TENSORS = 6
 
 
 def optimizer_step_traffic_bytes_per_param(dtype_bytes, optimizer: str = "adamw", tensors=None, cache_bytes=0.0,
-                                           shard=1):
+                                           shard=1, pure=0):
     """Bytes one optimizer step moves per parameter as its implementation runs it. torch's
     unfused AdamW/Adam makes ADAMW_UNFUSED_PASSES passes of 4 bytes (80, against the 28 a
     fused kernel needs), except over the tensors whose working set (ADAMW_WORKING_TENSORS
     x 4 bytes x elements / `shard`) fits in `cache_bytes`: those move the fewest bytes.
     `tensors` is layertime.model_param_tensors' list (None: all of them small, as LoRA's adapters).
     A fused kernel (`adamw-fused`, bitsandbytes' 8-bit AdamW) and SGD move the fewest bytes
-    (optimizer_step_bytes_per_param). Scalars or numpy arrays (`shard`)."""
-    fewest = optimizer_step_bytes_per_param(dtype_bytes, optimizer)
+    (optimizer_step_bytes_per_param). `pure` 16-bit: every pass over the compute dtype's
+    tensors instead of fp32 ones. Scalars or numpy arrays (`shard`)."""
+    fewest = optimizer_step_bytes_per_param(dtype_bytes, optimizer, pure)
     if optimizer not in ("adamw", "adam"):
         return fewest
-    extra = ADAMW_UNFUSED_PASSES * 4 - fewest
+    element = 4 + pure * (dtype_bytes - 4)  # the bytes of one element the passes go over
+    extra = ADAMW_UNFUSED_PASSES * element - fewest
     if tensors is None:
         return fewest + extra * (cache_bytes <= 0)
     total = sum(c * n for c, n in tensors)
-    spilled = sum(c * n * (ADAMW_WORKING_TENSORS * 4 * n / shard > cache_bytes) for c, n in tensors)
+    spilled = sum(c * n * (ADAMW_WORKING_TENSORS * element * n / shard > cache_bytes) for c, n in tensors)
     return fewest + extra * spilled / total
 
 

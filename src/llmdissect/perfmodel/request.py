@@ -17,7 +17,7 @@ from llmdissect.errors import UserError
 
 KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER)
 TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp", "lora_rank", "optimizer",
-              "engine")
+              "precision", "engine")
 INFER_ONLY = ("batch", "input_len", "output_len", "cache")
 POSITIVE = ("gpus", "tp", "pp", "micro_batch", "seq", "grad_accum", "batch", "input_len", "output_len")
 
@@ -57,6 +57,9 @@ class EstimateRequest(BaseModel):
     """Pipeline-parallel degree [1] (training)."""
     optimizer: Optional[str] = None
     """adamw | adamw-fused | adamw-8bit | adam | sgd [adamw] (training)."""
+    precision: Optional[str] = None
+    """mixed | pure [mixed] (training): pure 16-bit keeps no fp32 master weights and the
+    optimizer states in the compute dtype, as torchtune's dtype=bf16 recipes train."""
     engine: Optional[str] = None
     """single | ddp | fsdp | deepspeed [auto: as bench pretrain picks] (training)."""
     lora_rank: Optional[int] = None
@@ -126,7 +129,8 @@ def estimate_for(request: EstimateRequest, model, profile: dict[str, Any], expli
                        seq=r.seq or min(2048, model.max_position_embeddings), grad_accum=r.grad_accum or 1,
                        zero=r.zero if r.zero is not None else 0, offload=r.offload or "none",
                        recompute=r.recompute or "none", pp=r.pp or 1, optimizer=r.optimizer or "adamw",
-                       lora_rank=r.lora_rank or 0, lora_targets=targets, engine_name=r.engine or "auto", **common)
+                       lora_rank=r.lora_rank or 0, lora_targets=targets, engine_name=r.engine or "auto",
+                       precision=r.precision or "mixed", **common)
     return estimate_train(setup, machine)
 
 

@@ -56,13 +56,13 @@ def training_step_peak_bytes(m: ModelSpec, b, s, e, eager, recompute_level, grad
     return _max(loss, top, bottom, end) + persistent_grads * g_all
 
 
-def optimizer_step_transient_bytes(m: ModelSpec, psi_local, is_gpu: bool, on_device=1):
+def optimizer_step_transient_bytes(m: ModelSpec, psi_local, is_gpu: bool, on_device=1, state_bytes=4):
     """Temporaries of torch's AdamW step beside the gradients. On CUDA the default `foreach`
-    implementation builds sqrt(v) for every parameter of its partition at once (4 bytes per
-    parameter, fp32 states); on a CPU the per-parameter loop holds two temporaries of the
-    largest tensor (sqrt(v) and its scaled copy). Zero when the optimizer runs on the host
+    implementation builds sqrt(v) for every parameter of its partition at once (`state_bytes`
+    per parameter: 4 for fp32 states); on a CPU the per-parameter loop holds two temporaries of
+    the largest tensor (sqrt(v) and its scaled copy). Zero when the optimizer runs on the host
     (`on_device` 0); DeepSpeed's fused Adam would need none."""
     largest = max(m.vocab_size * m.hidden_size, m.hidden_size * m.intermediate_size, m.q_dim * m.hidden_size)
     smaller = psi_local + (largest - psi_local) * (largest < psi_local)  # min, for arrays too
-    per_device = 4 * psi_local if is_gpu else 2 * smaller * 4
+    per_device = state_bytes * psi_local if is_gpu else 2 * smaller * state_bytes
     return on_device * per_device

@@ -39,13 +39,14 @@ def framework_bytes(mach: Machine, tensors_bytes):
 
 
 def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
-                 optimizer, lora, lora_params, frozen_weight_bytes):
-    """Per-device memory (bytes) of a training step; dict of scalars or arrays."""
+                 optimizer, lora, lora_params, frozen_weight_bytes, pure=0):
+    """Per-device memory (bytes) of a training step; dict of scalars or arrays. `pure` 1:
+    16-bit weights, gradients and optimizer states, no fp32 master (states.py)."""
     shard = tp * pp
     psi_full = m.params / shard
     psi = lora * lora_params / shard + (1 - lora) * psi_full  # trainable parameters on this model shard
     working = 2 * m.params_per_layer / tp  # ZeRO-Infinity keeps the layers in use and the next prefetched
-    p, g, o = states.offloaded_device_bytes(psi, e, zero, dp, off, optimizer, working)
+    p, g, o = states.offloaded_device_bytes(psi, e, zero, dp, off, optimizer, working, pure)
     frozen = lora * frozen_weight_bytes / shard / (1 + (zero >= 3) * (dp - 1))
     params = p + frozen
     activations = act.activation_bytes(m, b, s, e, eager, rc, tp, pp)
@@ -53,19 +54,20 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     persistent = (ga > 1) * (zero < 2) * (off < 1) * (1 - lora)
     is_gpu = mach.platform.device.kind == "gpu"
     psi_opt = psi / (1 + (zero >= 1) * (dp - 1))  # the optimizer's partition on this device
-    opt_tmp = optimizer_step_transient_bytes(m, psi_opt, is_gpu, (off < 1) * 1)
+    opt_tmp = optimizer_step_transient_bytes(m, psi_opt, is_gpu, (off < 1) * 1, 4 + pure * (e - 4))
     step_peak = training_step_peak_bytes(m, b, s, e, eager, rc, e, tp, persistent, grad_fraction,
                                          optimizer_transient=opt_tmp) + lora * g
     tensors = params + o + step_peak
     other = framework_bytes(mach, tensors)
-    host = states.host_bytes_per_device(psi, e, zero, dp, off, optimizer)
+    host = states.host_bytes_per_device(psi, e, zero, dp, off, optimizer, pure)
     return {mn.PARAMS_BYTES: params, mn.GRADS_BYTES: g, mn.OPTIMIZER_BYTES: o, mn.ACTIVATIONS_BYTES: activations,
             "step_peak_bytes": step_peak, mn.OTHER_BYTES: other, mn.TOTAL_BYTES: tensors + other,
             "host_bytes": host}
 
 
 def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
-               optimizer, lora, lora_params, frozen_weight_bytes, layer_weight_bytes, sharded_calls=1, flat=0):
+               optimizer, lora, lora_params, frozen_weight_bytes, layer_weight_bytes, sharded_calls=1, flat=0,
+               pure=0):
     """Per-step times (s), throughput and MFU; needs `mach.ceilings`. `layer_weight_bytes`
     is one decoder layer's weights as stored (quantized under QLoRA); `sharded_calls` how many
     collectives a sharded (ZeRO-2/3) pass splits its traffic into (one per wrapped layer
@@ -101,9 +103,9 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     shards = shard_div(tp, pp) * (1 + (zero >= 1) * (dp - 1))
     # a flat partition is one tensor of all the parameters, torch's optimizer sees each one
     per_tensor = opc.optimizer_step_traffic_bytes_per_param(e, optimizer, model_param_tensors(m), c.cache_bytes,
-                                                           shards)
-    one_flat = opc.optimizer_step_traffic_bytes_per_param(e, optimizer, [(1, m.params)], c.cache_bytes, shards)
-    traffic = lora * opc.optimizer_step_traffic_bytes_per_param(e, optimizer, None, c.cache_bytes) \
+                                                           shards, pure)
+    one_flat = opc.optimizer_step_traffic_bytes_per_param(e, optimizer, [(1, m.params)], c.cache_bytes, shards, pure)
+    traffic = lora * opc.optimizer_step_traffic_bytes_per_param(e, optimizer, None, c.cache_bytes, pure=pure) \
         + (1 - lora) * (flat * one_flat + (1 - flat) * per_tensor) \
         + flat * 2 * e  # the updated partition copied back into the parameters: read and write
     on_device = memory_time_s(c, psi_local * traffic)

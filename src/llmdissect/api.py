@@ -18,7 +18,12 @@ def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, d
              precision: str | None = None, engine: str | None = None,
              lora_rank: int | None = None, lora_targets: str | None = None, quant: str = "none",
              batch: int | None = None, input_len: int | None = None, output_len: int | None = None,
-             cache: str | None = None, calibration: str | os.PathLike[str] | None = None, store: bool = True,
+             cache: str | None = None, profile: str | None = None, max_num_seqs: int | None = None,
+             max_batched_tokens: int | None = None, block_size: int | None = None, num_blocks: int | None = None,
+             prefix_caching: bool | None = None, replicas: int | None = None, num_prompts: int | None = None,
+             request_rate: float | None = None, burstiness: float | None = None,
+             max_concurrency: int | None = None, arrivals: str | None = None, seed: int | None = None,
+             slo: str | None = None, calibration: str | os.PathLike[str] | None = None, store: bool = True,
              db: str | os.PathLike[str] | None = None) -> RunRecord:
     """Predict per-device memory, step time, throughput and MFU of a configuration (no run).
 
@@ -27,16 +32,19 @@ def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, d
     the result is the `RunRecord` that `--json` prints (`kind="estimate"`,
     `source="estimated"`, `config["kind_estimated"]` = `kind`). Its `metrics` hold
     `memory.<x>_bytes`, `time.<x>_s`, `tokens_per_s`, `mfu`, `fits`, `model_flops_per_token`
-    and `notes` (the assumptions behind them), as docs/metrics.md defines them.
+    and `notes` (the assumptions behind them), as docs/metrics.md defines them; a `serve`
+    estimate holds `bench serve`'s metrics (ttft_s, tpot_s, ... as Stats) and `engine`.
 
     Args:
-        kind: pretrain | finetune | infer.
+        kind: pretrain | finetune | infer | serve.
         model: a model preset (`llmdissect models`), model TOML or config.json.
         hardware: a device (a800, h100, cpu) or a platform (8xa800).
         gpus, dtype, micro_batch, seq, grad_accum, zero, offload, recompute, attn, tp, pp,
-            optimizer, precision, engine, lora_rank, lora_targets, quant, batch, input_len, output_len, cache: the
-            options of `llmdissect estimate` (see `perfmodel.request.EstimateRequest`);
-            training-only options are refused for infer and the other way round.
+            optimizer, precision, engine, lora_rank, lora_targets, quant, batch, input_len, output_len, cache,
+            profile, max_num_seqs, max_batched_tokens, block_size, num_blocks, prefix_caching, replicas,
+            num_prompts, request_rate, burstiness, max_concurrency, arrivals, seed, slo: the options of
+            `llmdissect estimate` (see `perfmodel.request.EstimateRequest`); an option of another
+            kind (training-only for infer, and so on) is refused.
         calibration: a calibration profile (default: this machine's, when one was measured).
         store: also write the record to the results store, as the command does.
         db: the results store (default: $LLMDISSECT_DB or .llmdissect/results.db).
@@ -51,8 +59,18 @@ def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, d
                    offload=offload, recompute=recompute, attn=attn, tp=tp, pp=pp, optimizer=optimizer,
                    precision=precision, engine=engine,
                    lora_rank=lora_rank, lora_targets=lora_targets, quant=quant, batch=batch, input_len=input_len,
-                   output_len=output_len, cache=cache)
-    est = run_estimate(estimate_request(kind, model=model, hardware=hardware, **options), calibration)
+                   output_len=output_len, cache=cache, profile=profile, max_num_seqs=max_num_seqs,
+                   max_batched_tokens=max_batched_tokens, block_size=block_size, num_blocks=num_blocks,
+                   prefix_caching=prefix_caching, replicas=replicas, num_prompts=num_prompts,
+                   request_rate=request_rate, burstiness=burstiness, max_concurrency=max_concurrency,
+                   arrivals=arrivals, seed=seed, slo=slo)
+    request = estimate_request(kind, model=model, hardware=hardware, **options)
+    if request.kind == "serve":
+        from llmdissect.analysis.serve_estimate import run_serve_estimate
+
+        est = run_serve_estimate(request, calibration)
+    else:
+        est = run_estimate(request, calibration)
     record = est.to_record(estimate_env(calibration))
     if store:
         from llmdissect.results.store import open_store

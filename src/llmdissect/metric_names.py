@@ -109,5 +109,20 @@ ESTIMATE_METRICS = (MEMORY, TIME, TOKENS_PER_S, MFU, FITS, MODEL_FLOPS_PER_TOKEN
 VALIDATED_TRAIN = (STEP_TIME_S, TOKENS_PER_S, PEAK_MEMORY_BYTES)
 VALIDATED_INFER = (TTFT_S, TPOT_S, DECODE_TOKENS_PER_S, PEAK_MEMORY_BYTES)
 VALIDATED_COMM = (BUSBW_BYTES_PER_S,)
-VALIDATED = tuple(dict.fromkeys(VALIDATED_TRAIN + VALIDATED_INFER + VALIDATED_COMM))
+# a simulated serving run (estimate serve): what its engine did, under metrics.engine
+ENGINE = "engine"
+ITERATIONS = "iterations"
+MEAN_BATCH_SIZE = "mean_batch_size"  # sequences per iteration
+KV_BLOCKS = "kv_blocks"
+KV_CACHE_USE_MEAN = "kv_cache_use_mean"  # fraction of the blocks in use, mean over iterations
+KV_CACHE_USE_MAX = "kv_cache_use_max"
+PREEMPTIONS = "preemptions"
+PREFIX_HIT_TOKENS = "prefix_hit_tokens"  # prompt tokens served from the prefix cache
+SERVE_ENGINE_METRICS = (ENGINE, ITERATIONS, MEAN_BATCH_SIZE, KV_BLOCKS, KV_CACHE_USE_MEAN, KV_CACHE_USE_MAX, PREEMPTIONS,
+                        PREFIX_HIT_TOKENS)
+# serving: the medians of ttft_s and tpot_s, named apart from offline inference's, and the throughput
+SERVE_TTFT_P50_S = "serve_ttft_p50_s"
+SERVE_TPOT_P50_S = "serve_tpot_p50_s"
+VALIDATED_SERVE = (SERVE_TTFT_P50_S, SERVE_TPOT_P50_S, REQUEST_THROUGHPUT_PER_S)
+VALIDATED = tuple(dict.fromkeys(VALIDATED_TRAIN + VALIDATED_INFER + VALIDATED_SERVE + VALIDATED_COMM))
 """Every validated metric, in the order validate's summary lists them."""

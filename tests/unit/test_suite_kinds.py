@@ -7,8 +7,8 @@ import pytest
 from llmdissect.errors import UserError
 from llmdissect.micro.collectives import BACKENDS, DTYPES
 from llmdissect.micro.comm_config import CommRequest
-from llmdissect.perfmodel.request import KINDS as WORKLOADS
-from llmdissect.perfmodel.request import POSITIVE, EstimateRequest
+from llmdissect.perfmodel.request import ANALYTICAL_KINDS as WORKLOADS
+from llmdissect.perfmodel.request import POSITIVE, SERVE_ONLY, EstimateRequest
 from llmdissect.suites import kinds
 from llmdissect.suites.kinds import INT, check_options, infer_defaults, kind_options
 from llmdissect.suites.serve_point import SERVER_ONLY, ServePoint, serve_config
@@ -25,7 +25,8 @@ def test_options_are_the_config_fields_less_what_the_suite_fills_in():
     assert list(kind_options("infer")) == [f for f in InferPoint.model_fields if f not in kinds.INFER_EXCLUDED]
     assert list(kind_options("serve")) == list(ServePoint.model_fields)
     assert list(kind_options("comm")) == [f for f in CommRequest.model_fields if f not in kinds.COMM_EXCLUDED]
-    assert list(kind_options("estimate")) == ["workload", *(f for f in EstimateRequest.model_fields if f != "kind")]
+    assert list(kind_options("estimate")) == ["workload", *(f for f in EstimateRequest.model_fields
+                                                            if f != "kind" and f not in SERVE_ONLY)]
     for name in (*kinds.INFER_EXCLUDED, *kinds.INFER_SUITE_DEFAULTS):
         assert name in InferPoint.model_fields
     assert set(kinds.COMM_EXCLUDED) | set(kinds.COMM_TYPES) | set(kinds.COMM_POSITIVE) <= set(CommRequest.model_fields)
@@ -48,7 +49,7 @@ def test_types_choices_and_bounds_follow_the_configs():
     assert serve["endpoint"].choices == ("completions", "chat") and serve["threads"].minimum == 1
     est = kind_options("estimate")
     assert est["workload"].choices == WORKLOADS and est["workload"].required
-    assert {k for k, o in est.items() if o.minimum == 1} == set(POSITIVE)
+    assert {k for k, o in est.items() if o.minimum == 1} == set(POSITIVE) - set(SERVE_ONLY)
     assert [k for k, o in est.items() if o.required] == ["workload", "model", "hardware"]
 
 

@@ -67,4 +67,5 @@ def test_records_without_a_model_are_listed_not_paired():
     serve = RunRecord(kind="serve", config={"model": "tiny-llama"}, metrics={"ttft_s": {"median": 0.1}}).finish("ok")
     failed = measured({}).finish("failed", "boom")
     v = validate_records([serve, failed], [])
-    assert v.pairs == [] and [(k, "no model" in r) for _, k, r in v.unpaired] == [("serve", True)]
+    assert v.pairs == [] and [(k, "which model, hardware and engine" in r) for _, k, r in v.unpaired] == \
+        [("serve", True)]

@@ -12,7 +12,9 @@ for another record of the same configuration is never reused: it was made with t
 and calibration of its day, and would hide what they predict now. Metrics:
 training `step_time_s` (median), `tokens_per_s`, `peak_memory_bytes` (measured peak of live
 tensors vs the predicted `memory.total_bytes`); inference `ttft_s`, `tpot_s` (medians),
-`decode_tokens_per_s`, `peak_memory_bytes`; collectives `busbw_bytes_per_s` per row
+`decode_tokens_per_s`, `peak_memory_bytes`; serving (a run that names its server in
+`config.served`) the medians of TTFT and TPOT and `request_throughput_per_s`, against the
+simulation of its load (analysis.serve_estimate); collectives `busbw_bytes_per_s` per row
 (predicted by the alpha-beta model, with the calibration's fitted alpha and beta when the
 profile holds them, for all_reduce, all_gather and reduce_scatter).
 """
@@ -50,6 +52,10 @@ INFER_METRICS = {mn.TTFT_S: (lambda m: _median(m, mn.TTFT_S), _est((mn.TIME, mn.
                  mn.DECODE_TOKENS_PER_S: (lambda m: _median(m, mn.DECODE_TOKENS_PER_S),
                                           _est((mn.DECODE_TOKENS_PER_S,))),
                  mn.PEAK_MEMORY_BYTES: (lambda m: m.get(mn.PEAK_MEMORY_BYTES), _est((mn.MEMORY, mn.TOTAL_BYTES)))}
+SERVE_METRICS = {mn.SERVE_TTFT_P50_S: (lambda m: _median(m, mn.TTFT_S), lambda m: _median(m, mn.TTFT_S)),
+                 mn.SERVE_TPOT_P50_S: (lambda m: _median(m, mn.TPOT_S), lambda m: _median(m, mn.TPOT_S)),
+                 mn.REQUEST_THROUGHPUT_PER_S: (lambda m: m.get(mn.REQUEST_THROUGHPUT_PER_S),
+                                               lambda m: m.get(mn.REQUEST_THROUGHPUT_PER_S))}
 METRIC_ORDER = mn.VALIDATED
 
 
@@ -121,6 +127,10 @@ def label(r: RunRecord) -> str:
         return f"{c.get('model')} b{c.get('batch')} in{c.get('input_len')} out{c.get('output_len')} {c.get('quant')}"
     if r.kind == mn.COMM:
         return f"{c.get('backend')} x{c.get('world_size')} {','.join(c.get('ops') or [])}"
+    if r.kind == mn.SERVE:
+        served = c.get("served") or {}
+        return (f"{served.get('model', c.get('model'))} {served.get('engine', 'server')} rate {c.get('request_rate')} "
+                f"in{c.get('input_len')} out{c.get('output_len')}")
     return r.kind
 
 
@@ -141,6 +151,9 @@ def validate_records(records: list[RunRecord], estimates: list[RunRecord]) -> Va
             continue
         if r.kind == mn.COMM:
             _comm_pairs(r, v)
+            continue
+        if r.kind == mn.SERVE:
+            _serve_pairs(r, v, made_for.get(r.id))
             continue
         metrics = TRAIN_METRICS if r.kind in mn.TRAIN_KINDS else INFER_METRICS if r.kind == mn.INFER else None
         if metrics is None:
@@ -167,6 +180,27 @@ def validate_records(records: list[RunRecord], estimates: list[RunRecord]) -> Va
                        if est_metrics.get("time") is None else "the estimate has no value for it")
                 v.unpredicted.append((r.id, name, why))
     return v
+
+
+def _serve_pairs(r: RunRecord, v: Validation, stored: RunRecord | None) -> None:
+    """A serving run against the simulation of its load on the engine it names."""
+    from llmdissect.analysis.serve_estimate import estimate_measured_serve
+
+    if stored is not None:
+        est_metrics, est_id = stored.metrics, stored.id
+    else:
+        try:
+            est = estimate_measured_serve(r.config, r.metrics)
+        except (UserError, KeyError, TypeError, ValueError) as e:
+            v.unpaired.append((r.id, r.kind, f"no estimate: {e}"))
+            return
+        computed = est.to_record({"calibration": "this machine's profile", "validates": r.id})
+        v.computed.append(computed)
+        est_metrics, est_id = computed.metrics, "computed"
+    for name, (measured_of, predicted_of) in SERVE_METRICS.items():
+        meas, pred = measured_of(r.metrics), predicted_of(est_metrics)
+        if meas and pred is not None:
+            v.pairs.append(Pair(r.id, r.kind, label(r), name, float(meas), float(pred), est_id))
 
 
 def _comm_pairs(r: RunRecord, v: Validation) -> None:

@@ -1,7 +1,8 @@
-"""`llmdissect estimate pretrain|finetune|infer`: predict memory, time and throughput.
+"""`llmdissect estimate pretrain|finetune|infer|serve`: predict memory, time and throughput.
 
 No torch, no measurement: the analytical model of `llmdissect.perfmodel`, fed by the specs
-and this machine's calibration profile. The record (source: estimated) is stored too.
+and this machine's calibration profile; a serving load is simulated iteration by iteration
+on it (analysis.serve_estimate). The record (source: estimated) is stored too.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from llmdissect.console import console, human_bytes, human_count, human_rate, hu
 
 
 def estimate(
-    kind: str = typer.Argument(..., help="pretrain | finetune | infer"),
+    kind: str = typer.Argument(..., help="pretrain | finetune | infer | serve"),
     model: str = typer.Option(..., "--model", help="Model preset, TOML, or config.json."),
     hardware: str = typer.Option(..., "--hardware", help="A device (a800, h100, cpu) or a platform (8xa800)."),
     gpus: Optional[int] = typer.Option(None, "--gpus", help="Number of devices (default: the platform's)."),
@@ -43,21 +44,50 @@ def estimate(
     quant: str = typer.Option("none", "--quant", help="none | int8 | int8-bnb | nf4 | ... (QLoRA base, or "
                                                       "inference weights)."),
     batch: Optional[int] = typer.Option(None, "--batch", help="Sequences per batch (infer) [1]."),
-    input_len: Optional[int] = typer.Option(None, "--input-len", help="Prompt tokens (infer) [512]."),
-    output_len: Optional[int] = typer.Option(None, "--output-len", help="Generated tokens (infer) [128]."),
+    input_len: Optional[int] = typer.Option(None, "--input-len", help="Prompt tokens [512 infer, 128 serve]."),
+    output_len: Optional[int] = typer.Option(None, "--output-len", help="Generated tokens (infer, serve) [128]."),
     cache: Optional[str] = typer.Option(None, "--cache", help="dynamic | static: generate's KV cache (infer) "
                                                               "[dynamic]."),
+    profile: Optional[str] = typer.Option(None, "--profile", help="Serving scheduler: vllm | vllm-large | sglang | "
+                                          "transformers (serve) [vllm on GPUs, transformers on CPU]."),
+    max_num_seqs: Optional[int] = typer.Option(None, "--max-num-seqs", help="Running sequences at most "
+                                               "(serve) [the profile's]."),
+    max_batched_tokens: Optional[int] = typer.Option(None, "--max-batched-tokens", help="Tokens per iteration "
+                                                     "(serve) [the profile's]."),
+    block_size: Optional[int] = typer.Option(None, "--block-size", help="Tokens per KV block (serve) [the profile's]."),
+    num_blocks: Optional[int] = typer.Option(None, "--num-blocks", help="KV blocks (serve) [the profile's, or what "
+                                             "the memory holds]."),
+    prefix_caching: Optional[bool] = typer.Option(None, "--prefix-caching/--no-prefix-caching",
+                                                  help="Reuse cached shared prefixes (serve) [the profile's]."),
+    replicas: Optional[int] = typer.Option(None, "--replicas", help="Engine replicas over the devices (serve) [1]."),
+    num_prompts: Optional[int] = typer.Option(None, "--num-prompts", help="Requests (serve) [100]."),
+    request_rate: Optional[float] = typer.Option(None, "--request-rate", help="Requests/s, Poisson; inf: all at "
+                                                 "once (serve) [inf]."),
+    burstiness: Optional[float] = typer.Option(None, "--burstiness", help="Gamma shape of the gaps (serve) [1]."),
+    max_concurrency: Optional[int] = typer.Option(None, "--max-concurrency", help="Requests in flight at most "
+                                                  "(serve) [no limit]."),
+    arrivals: Optional[str] = typer.Option(None, "--arrivals", help="Replay send offsets from a JSON file or a "
+                                           "stored record (serve)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the arrivals (serve) [0]."),
+    slo: Optional[str] = typer.Option(None, "--slo", help="SLOs for goodput, e.g. ttft=0.5,tpot=0.05 (serve)."),
     calibration: Optional[Path] = typer.Option(None, "--calibration",
                                                help="Calibration profile (default: this machine's)."),
     store: bool = typer.Option(True, "--store/--no-store", help="Store the estimate in the results database."),
     db: DbPath = DbOpt,
     json_out: bool = JsonOpt,
 ) -> None:
-    """Predict per-device memory, step time, throughput and MFU of a configuration (no run)."""
+    """Predict per-device memory, step time, throughput and MFU of a configuration, or the
+    latencies and throughput of a serving load (no run)."""
     opts = {k: v for k, v in locals().items() if k not in ("kind", "calibration", "store", "db", "json_out")}
     from llmdissect.perfmodel.request import estimate_env, estimate_request, run_estimate
 
-    est = run_estimate(estimate_request(kind, **opts), calibration)
+    request = estimate_request(kind, **opts)
+    if request.kind == "serve":
+        from llmdissect.analysis.serve_estimate import run_serve_estimate
+
+        est = run_serve_estimate(request, calibration)
+    else:
+        est = run_estimate(request, calibration)
     record = est.to_record(estimate_env(calibration))
     if store:
         from llmdissect.results.store import open_store  # not results.recording: it imports the launcher
@@ -67,7 +97,28 @@ def estimate(
     if json_out:
         print_json(record.to_dict())
         return
-    show_estimate(est, record.id if store else None)
+    (show_serve_estimate if request.kind == "serve" else show_estimate)(est, record.id if store else None)
+
+
+def show_serve_estimate(est, record_id: str | None) -> None:
+    m, c, eng = est.metrics, est.config, est.metrics["engine"]
+    console.print(f"Estimate: serve {c['model']} on {c['hardware']} ({c['dtype']}, tp {c['tp']}, "
+                  f"{c['replicas']} replica(s), scheduler {c['profile']['name']}): {c['num_prompts']} requests of "
+                  f"{c['input_len']} + {c['output_len']} tokens at {c['request_rate']}/s")
+    rows = [(key, *((human_seconds(s[q]) for q in ("mean", "median", "p90", "p99")) if (s := m.get(key)) else "-"))
+            for key in (mn.TTFT_S, mn.TPOT_S, mn.ITL_S, mn.E2E_LATENCY_S)]
+    console.print(table(None, ["metric", "mean", "median", "p90", "p99"], rows))
+    good = f", goodput {m[mn.GOODPUT_PER_S]:.3g} req/s" if m.get(mn.GOODPUT_PER_S) is not None else ""
+    console.print(f"{m['completed']} requests in {m[mn.DURATION_S]:.2f} s: {m[mn.REQUEST_THROUGHPUT_PER_S]:.3g} req/s, "
+                  f"{human_rate(m[mn.OUTPUT_TOKENS_PER_S], 'output tok/s')}{good}")
+    console.print(f"engine: {eng['iterations']} iterations, mean batch {eng['mean_batch_size']:.1f}, KV cache "
+                  f"{eng['kv_cache_use_mean']:.0%} used on average ({eng['kv_cache_use_max']:.0%} at most) of "
+                  f"{eng['kv_blocks']} blocks, {eng['preemptions']} preemption(s), "
+                  f"{eng['prefix_hit_tokens']} prompt tokens from the prefix cache")
+    for n in est.notes:
+        console.print(f"  - {n}", markup=False)
+    if record_id:
+        console.print(f"stored as {record_id} (source: estimated)")
 
 
 MEMORY_ROWS = (mn.PARAMS_BYTES, mn.GRADS_BYTES, mn.OPTIMIZER_BYTES, mn.ACTIVATIONS_BYTES, mn.KV_CACHE_BYTES,

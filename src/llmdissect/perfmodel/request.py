@@ -1,9 +1,10 @@
 """What `estimate` is asked, as one typed request, and the function that answers it.
 
-`EstimateRequest` holds the options of `llmdissect estimate pretrain|finetune|infer` (the
-CLI's options, a suite's `estimate` entries and `llmdissect.estimate(...)` all build one);
+`EstimateRequest` holds the options of `llmdissect estimate pretrain|finetune|infer|serve`
+(the CLI's options, a suite's `estimate` entries and `llmdissect.estimate(...)` all build one);
 `run_estimate(request)` resolves the model and platform, reads the calibration profile and
-runs the analytical model. No torch, no measurement.
+runs the analytical model (a `serve` request is simulated by analysis.serve_estimate, which
+needs the load generator's arrivals and metrics). No torch, no measurement.
 """
 from __future__ import annotations
 
@@ -15,11 +16,21 @@ from pydantic import BaseModel, ConfigDict
 import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 
-KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER)
+KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER, mn.SERVE)
+ANALYTICAL_KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER)
+"""What run_estimate answers with the closed-form model (a suite's `estimate` entries)."""
 TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp", "lora_rank", "optimizer",
               "precision", "engine")
-INFER_ONLY = ("batch", "input_len", "output_len", "cache")
-POSITIVE = ("gpus", "tp", "pp", "micro_batch", "seq", "grad_accum", "batch", "input_len", "output_len")
+INFER_ONLY = ("batch", "cache")
+LENGTHS = ("input_len", "output_len")
+SERVE_ONLY = ("profile", "max_num_seqs", "max_batched_tokens", "block_size", "num_blocks", "prefix_caching",
+              "replicas", "num_prompts", "request_rate", "burstiness", "max_concurrency", "arrivals", "seed", "slo")
+NOT_FOR = {mn.PRETRAIN: INFER_ONLY + LENGTHS + SERVE_ONLY, mn.FINETUNE: INFER_ONLY + LENGTHS + SERVE_ONLY,
+           mn.INFER: TRAIN_ONLY + SERVE_ONLY, mn.SERVE: TRAIN_ONLY + INFER_ONLY}
+"""The options each kind refuses (one line, exit 2)."""
+POSITIVE = ("gpus", "tp", "pp", "micro_batch", "seq", "grad_accum", "batch", "input_len", "output_len",
+            "max_num_seqs", "max_batched_tokens", "block_size", "num_blocks", "replicas", "num_prompts",
+            "max_concurrency")
 
 
 class EstimateRequest(BaseModel):
@@ -27,8 +38,9 @@ class EstimateRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["pretrain", "finetune", "infer"]
-    """What is estimated: a pre-training step, a fine-tuning step, or offline inference."""
+    kind: Literal["pretrain", "finetune", "infer", "serve"]
+    """What is estimated: a pre-training step, a fine-tuning step, offline inference, or a
+    serving load (simulated iteration by iteration)."""
     model: str
     """Model preset, model TOML, or config.json."""
     hardware: str
@@ -71,11 +83,40 @@ class EstimateRequest(BaseModel):
     batch: Optional[int] = None
     """Sequences per batch [1] (infer)."""
     input_len: Optional[int] = None
-    """Prompt tokens [512] (infer)."""
+    """Prompt tokens [512 infer, 128 serve]."""
     output_len: Optional[int] = None
-    """Generated tokens [128] (infer)."""
+    """Generated tokens [128] (infer, serve)."""
     cache: Optional[str] = None
     """dynamic | static: the KV cache of generate [dynamic] (infer; dynamic rewrites itself each step)."""
+    profile: Optional[str] = None
+    """The serving engine's scheduler: vllm | vllm-large | sglang | transformers [vllm on GPUs,
+    transformers on CPU] (serve)."""
+    max_num_seqs: Optional[int] = None
+    """Sequences running at once [the profile's; 0: as many as the KV cache holds] (serve)."""
+    max_batched_tokens: Optional[int] = None
+    """Tokens per iteration [the profile's] (serve)."""
+    block_size: Optional[int] = None
+    """Tokens per KV-cache block [the profile's] (serve)."""
+    num_blocks: Optional[int] = None
+    """KV-cache blocks [the profile's, or what the memory holds] (serve)."""
+    prefix_caching: Optional[bool] = None
+    """Reuse the cached blocks of shared prefixes [the profile's] (serve)."""
+    replicas: Optional[int] = None
+    """Engine replicas, each on gpus / replicas devices with --tp, requests dealt round-robin [1] (serve)."""
+    num_prompts: Optional[int] = None
+    """Requests [100] (serve)."""
+    request_rate: Optional[float] = None
+    """Requests per second, Poisson (gamma with --burstiness); inf: all at once [inf] (serve)."""
+    burstiness: Optional[float] = None
+    """Gamma shape of the gaps between requests [1: Poisson] (serve)."""
+    max_concurrency: Optional[int] = None
+    """At most this many requests in flight, a closed loop [no limit] (serve)."""
+    arrivals: Optional[str] = None
+    """Replay send offsets from a JSON file or a stored record (serve)."""
+    seed: Optional[int] = None
+    """Seed of the arrivals [0] (serve)."""
+    slo: Optional[str] = None
+    """Service-level objectives for goodput, e.g. ttft=0.5,tpot=0.05 (serve)."""
 
 
 def estimate_request(kind: str, **options: Any) -> EstimateRequest:
@@ -84,8 +125,7 @@ def estimate_request(kind: str, **options: Any) -> EstimateRequest:
 
     if kind not in KINDS:
         raise UserError(f"unknown estimate kind {kind!r}; choose one of {', '.join(KINDS)}")
-    wrong = INFER_ONLY if kind != mn.INFER else TRAIN_ONLY
-    given = [k for k in wrong if options.get(k) is not None]
+    given = [k for k in NOT_FOR[kind] if options.get(k) is not None]
     if given:
         raise UserError(f"--{given[0].replace('_', '-')} does not apply to `estimate {kind}`")
     for key in POSITIVE:
@@ -116,6 +156,8 @@ def estimate_for(request: EstimateRequest, model, profile: dict[str, Any], expli
     from llmdissect.specs import resolve_platform
 
     r = request
+    if r.kind == mn.SERVE:
+        raise UserError("a serve estimate is a simulation: analysis.serve_estimate.run_serve_estimate runs it")
     platform = resolve_platform(r.hardware, r.gpus)
     dtype = r.dtype or ("fp32" if platform.device.kind == "cpu" else "bf16")
     machine = machine_for(platform, dtype, profile, explicit=explicit)

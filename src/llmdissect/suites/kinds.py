@@ -133,10 +133,11 @@ def kind_options(kind: str) -> dict[str, Option] | None:
         opts["backend"] = Option(STR, BACKENDS)
         return opts
     if kind == "estimate":
-        from llmdissect.perfmodel.request import KINDS as WORKLOADS
-        from llmdissect.perfmodel.request import POSITIVE, EstimateRequest
+        from llmdissect.perfmodel.request import ANALYTICAL_KINDS as WORKLOADS
+        from llmdissect.perfmodel.request import POSITIVE, SERVE_ONLY, EstimateRequest
 
-        opts = options_of(EstimateRequest, positive=POSITIVE)
+        # a suite's estimate entries are closed-form ones: no serving load
+        opts = {k: v for k, v in options_of(EstimateRequest, positive=POSITIVE).items() if k not in SERVE_ONLY}
         return {"workload": Option(STR, WORKLOADS, required=True), **{k: v for k, v in opts.items() if k != "kind"}}
     raise KeyError(kind)
 
@@ -237,14 +238,13 @@ def _check_ops(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_estimate(options: dict[str, Any]) -> dict[str, Any]:
-    from llmdissect.perfmodel.request import INFER_ONLY, TRAIN_ONLY
-    from llmdissect.perfmodel.request import KINDS as WORKLOADS
+    from llmdissect.perfmodel.request import ANALYTICAL_KINDS as WORKLOADS
+    from llmdissect.perfmodel.request import NOT_FOR
 
     workload = options["workload"]
     if workload not in WORKLOADS:
         raise OptionError("workload", f"must be {', '.join(WORKLOADS[:-1])} or {WORKLOADS[-1]}, got {workload!r}")
-    wrong = INFER_ONLY if workload != "infer" else TRAIN_ONLY
-    for key in wrong:
+    for key in NOT_FOR[workload]:
         if key in options:
             raise OptionError(key, f"does not apply to an estimate of {workload}")
     from llmdissect.specs import resolve_platform

@@ -14,12 +14,16 @@ SLO = {mn.TTFT_S: 0.5, mn.TPOT_S: 0.05}
 def _serve_sweep(ctx: QuickContext) -> None:
     from llmdissect.errors import UserError
     from llmdissect.specs.hardware import usable_cores
-    from llmdissect.workloads.serve.local_server import start_server
+    from llmdissect.workloads.serve.local_server import BLOCK_TOKENS, CACHE_TOKENS, MAX_BATCH_TOKENS, start_server
     from llmdissect.workloads.serve.record import serve_record
     from llmdissect.workloads.serve.serve_config import ServeConfig
 
     threads = max(1, usable_cores() - 1)
     server = start_server(MODEL, threads=threads)
+    # what served it, for validate to simulate the same load on the same engine
+    served = {"model": MODEL, "hardware": "cpu", "engine": "transformers", "threads": threads, "dtype": "fp32",
+              "block_size": BLOCK_TOKENS, "num_blocks": CACHE_TOKENS // BLOCK_TOKENS,
+              "max_batched_tokens": MAX_BATCH_TOKENS}
     failed = []
     try:
         for rate in RATES:
@@ -27,6 +31,7 @@ def _serve_sweep(ctx: QuickContext) -> None:
                               output_len=OUTPUT_LEN, request_rate=rate, slo=dict(SLO), seed=0)
             record, _ = serve_record(cfg)
             record.config["server"] = f"transformers serve ({MODEL}, {threads} thread(s), continuous batching)"
+            record.config["served"] = dict(served)
             ctx.save(record)
             m = record.metrics
             if record.status != "ok":

@@ -28,6 +28,10 @@ from llmdissect.paths import state_dir
 CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
                  "{% if add_generation_prompt %}<|assistant|>{% endif %}")
 BLOCK_TOKENS = 32
+CACHE_TOKENS = 16384
+"""The continuous-batching KV cache serve-local sizes (blocks of BLOCK_TOKENS)."""
+MAX_BATCH_TOKENS = 512
+"""Tokens per continuous-batching step serve-local allows."""
 SPECIAL_TOKENS = ["<unk>", "<s>", "</s>"]
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -135,7 +139,7 @@ def _cli() -> list[str]:
 def start_server(model: str = "tiny-llama", *, port: int | None = None, threads: int = 1,
                  seed: int = 0, continuous_batching: bool = True, folder: Path | None = None,
                  ready_timeout_s: float = 120.0, log_path: Path | None = None,
-                 cache_tokens: int = 16384, max_batch_tokens: int = 512) -> LocalServer:
+                 cache_tokens: int = CACHE_TOKENS, max_batch_tokens: int = MAX_BATCH_TOKENS) -> LocalServer:
     """Write the folder, start `transformers serve` on 127.0.0.1 and wait until /health answers.
 
     The continuous-batching KV cache is sized explicitly (`cache_tokens` in blocks of 32, at most

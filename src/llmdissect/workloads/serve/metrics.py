@@ -57,6 +57,8 @@ def chunk_token_counts(n_chunks: int, n_tokens: int, weights: Sequence[float] | 
     """
     if n_chunks <= 0:
         return []
+    if n_tokens == n_chunks:
+        return [1] * n_chunks
     rest = max(n_tokens - 1, 0)
     later = n_chunks - 1
     if later == 0:

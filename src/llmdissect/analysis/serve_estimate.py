@@ -1,0 +1,172 @@
+"""`estimate serve`: a serving load simulated on the calibrated step-time model, as a record
+with the metric names of `bench serve` (so `validate` pairs the two).
+
+The load is what `bench serve` would send: `num_prompts` requests of `input_len` prompt and
+`output_len` output tokens, sent at Poisson / gamma times (workloads.serve.arrivals, the same
+generator and seed) or replayed from a file, optionally closed-loop (`max_concurrency`).
+`replicas` engines each run the scheduler profile on gpus / replicas devices with `tp`,
+requests dealt to them in turn. Each request's token times come from perfmodel.servesim;
+the metrics are computed by the same code as a measured run's (workloads.serve.metrics),
+each token taken as its own streamed chunk.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import llmdissect.metric_names as mn
+from llmdissect.errors import UserError
+from llmdissect.perfmodel.estimate import Estimate
+from llmdissect.perfmodel.request import EstimateRequest
+
+DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, DEFAULT_PROMPTS = 128, 128, 100
+
+
+def _offsets(r: EstimateRequest, n: int) -> list[float]:
+    from pathlib import Path
+
+    from llmdissect.workloads.serve.arrivals import gamma_offsets, load_offsets
+
+    if r.arrivals:
+        offsets = load_offsets(Path(r.arrivals))
+        if len(offsets) < n:
+            raise UserError(f"arrivals file {r.arrivals}: {len(offsets)} offsets for {n} requests")
+        return offsets[:n]
+    rate = math.inf if r.request_rate is None else float(r.request_rate)
+    return gamma_offsets(n, rate, r.burstiness if r.burstiness is not None else 1.0, r.seed or 0)
+
+
+def _profile(r: EstimateRequest, is_cpu: bool):
+    from llmdissect.perfmodel.serveprofiles import get_profile
+
+    base = get_profile(r.profile or ("transformers" if is_cpu else "vllm"))
+    return base.with_overrides(max_num_seqs=r.max_num_seqs, max_batched_tokens=r.max_batched_tokens,
+                               block_size=r.block_size, num_blocks=r.num_blocks, prefix_caching=r.prefix_caching)
+
+
+def run_serve_estimate(r: EstimateRequest, calibration=None, model=None,
+                       offsets: list[float] | None = None) -> Estimate:
+    """The simulated serving run of request `r` (kind serve), as an Estimate; `offsets`: the
+    send times to replay (a measured run's own), instead of drawing or reading them."""
+    from llmdissect.calibration_profile import load_profile
+    from llmdissect.dtypes import dtype_bytes
+    from llmdissect.perfmodel import weights as wt
+    from llmdissect.perfmodel.ceilings import machine_for
+    from llmdissect.perfmodel.servesim import SimRequest, simulate
+    from llmdissect.perfmodel.servestep import IterationTime, kv_blocks_that_fit
+    from llmdissect.specs import get_model, resolve_platform
+    from llmdissect.workloads.serve.metrics import parse_slo
+
+    m = model or get_model(r.model)
+    replicas = r.replicas or 1
+    platform = resolve_platform(r.hardware, r.gpus)
+    if platform.num_devices % replicas or (platform.num_devices // replicas) % r.tp:
+        raise UserError(f"{platform.num_devices} devices do not split into {replicas} replica(s) of --tp {r.tp}")
+    dtype = r.dtype or ("fp32" if platform.device.kind == "cpu" else "bf16")
+    profile_data = load_profile(calibration, required=calibration is not None)
+    mach = machine_for(platform, dtype, profile_data, explicit=calibration is not None)
+    if mach.ceilings is None:
+        raise UserError(f"no time estimate for {platform.device.name}: its peaks are unknown (run `llmdissect peak`)")
+    e = dtype_bytes(dtype)
+    quant = wt.check_quant(r.quant)
+    weights = wt.model_weight_bytes(m, quant, e)
+    sched = _profile(r, platform.device.kind == "cpu")
+    blocks = sched.num_blocks or kv_blocks_that_fit(m, mach, e, r.tp, weights, sched.block_size)
+    if blocks <= 0:
+        raise UserError(f"{m.name} does not fit on {platform.device.name} with --tp {r.tp}: no memory for a KV cache")
+    n = r.num_prompts or DEFAULT_PROMPTS
+    n_in, n_out = r.input_len or DEFAULT_INPUT_LEN, r.output_len or DEFAULT_OUTPUT_LEN
+    if n_in + n_out > m.max_position_embeddings:
+        raise UserError(f"--input-len {n_in} + --output-len {n_out} is longer than {m.name} allows "
+                        f"({m.max_position_embeddings} positions)")
+    slo = parse_slo(r.slo)
+    offsets = list(offsets[:n]) if offsets and len(offsets) >= n else _offsets(r, n)
+    step = IterationTime(m, mach, e, r.tp, wt.layer_read_bytes(m, quant, e))
+    per_replica: list[list[int]] = [list(range(i, n, replicas)) for i in range(replicas)]
+    sims = []
+    for idx in per_replica:
+        reqs = [SimRequest(offsets[i], n_in, n_out) for i in idx]
+        cap = -(-r.max_concurrency // replicas) if r.max_concurrency else 0
+        sims.append((idx, simulate(reqs, sched, blocks, step, max_concurrency=cap)))
+    metrics = _metrics(n, sims, n_in, n_out, slo)
+    metrics.update(_engine_metrics(sims, blocks))
+    config = {"model": m.name, "hardware": platform.name, "dtype": dtype, "tp": r.tp, "replicas": replicas,
+              "quant": quant, "profile": sched.to_dict(), "num_prompts": n, "input_len": n_in, "output_len": n_out,
+              "request_rate": "inf" if r.request_rate is None or math.isinf(r.request_rate) else r.request_rate,
+              "burstiness": r.burstiness if r.burstiness is not None else 1.0,
+              "max_concurrency": r.max_concurrency, "arrivals": r.arrivals, "seed": r.seed or 0, "slo": slo,
+              "kind_estimated": mn.SERVE}
+    notes = [f"scheduler: {sched.name} ({sched.source})",
+             f"KV cache: {blocks} blocks of {sched.block_size} tokens"
+             + (" (the profile's)" if sched.num_blocks else " (what 90 % of the memory holds beside the weights)"),
+             "iteration time: the calibrated step model (GEMMs at the batch's rows, attention over the "
+             "contexts, fixed costs), plus the engine's own per-step cost: "
+             + (f"{mach.ceilings.generate_step_s * 1e3:.2f} ms (generate's, measured by peak)"
+                if mach.ceilings.generate_step_s else "none measured (0)")]
+    return Estimate(mn.SERVE, config, metrics, notes)
+
+
+def _metrics(n: int, sims: list, n_in: int, n_out: int, slo: dict[str, float]) -> dict[str, Any]:
+    """bench serve's metrics (workloads.serve.metrics.summarize) of the simulated requests."""
+    from llmdissect.workloads.serve.metrics import RequestResult, summarize
+
+    results: list[RequestResult] = [RequestResult(index=i) for i in range(n)]
+    end = 0.0
+    for idx, sim in sims:
+        for j, i in enumerate(idx):
+            sent, times = sim.send_s[j], sim.token_times[j]
+            rel = [t - sent for t in times]
+            results[i] = RequestResult(index=i, ok=True, send_offset_s=sent, ttft_s=rel[0], e2e_s=rel[-1],
+                                       chunk_times_s=rel, prompt_tokens=n_in, output_tokens=len(rel),
+                                       output_tokens_source="simulated", requested_output_len=n_out,
+                                       input_len=n_in)
+            end = max(end, times[-1])
+    out = summarize(results, end, slo)
+    out.pop("output_lens", None)
+    out["send_offsets_s"] = [r.send_offset_s for r in results]
+    return out
+
+
+def _engine_metrics(sims: list, blocks: int) -> dict[str, Any]:
+    """What the engine did: iterations, batch sizes, KV-cache use, preemptions, prefix hits."""
+    iterations = sum(s.iterations for _, s in sims)
+    sizes = [b for _, s in sims for b in s.batch_sizes]
+    return {mn.ENGINE: {mn.ITERATIONS: iterations,
+                              mn.MEAN_BATCH_SIZE: sum(sizes) / len(sizes) if sizes else 0.0, mn.KV_BLOCKS: blocks,
+                              mn.KV_CACHE_USE_MEAN: max(s.kv_use_mean for _, s in sims),
+                              mn.KV_CACHE_USE_MAX: max(s.kv_use_max for _, s in sims),
+                              mn.PREEMPTIONS: sum(s.preemptions for _, s in sims),
+                              mn.PREFIX_HIT_TOKENS: sum(s.prefix_hit_tokens for _, s in sims)}}
+
+
+SERVED_KEYS = ("model", "hardware", "engine")
+"""What a measured serve record's `config.served` must say for validate to simulate it."""
+
+
+def estimate_measured_serve(config: dict[str, Any], metrics: dict[str, Any] | None = None,
+                            calibration=None) -> Estimate:
+    """The simulation of a measured `bench serve` run's load on the server it names
+    (`config.served`: model, hardware, engine, threads and the scheduler settings it ran with),
+    its requests sent when the run sent them (`metrics.send_offsets_s`, where recorded)."""
+    from llmdissect.perfmodel.request import estimate_request
+    from llmdissect.specs.hardware import usable_cores
+
+    served = config.get("served")
+    if not isinstance(served, dict) or any(k not in served for k in SERVED_KEYS):
+        raise UserError("the record does not say which model, hardware and engine served it (config.served; "
+                        "the quick suite's serve step writes it)")
+    gpus = None
+    if served["hardware"] == "cpu":  # the server's threads are its share of the machine's cores
+        gpus = max(1, usable_cores() // max(1, int(served.get("threads") or 1)))
+    rate = config.get("request_rate")
+    request = estimate_request(
+        mn.SERVE, model=served["model"], hardware=served["hardware"], gpus=gpus, dtype=served.get("dtype"),
+        profile=served["engine"], max_num_seqs=served.get("max_num_seqs"),
+        max_batched_tokens=served.get("max_batched_tokens"), block_size=served.get("block_size"),
+        num_blocks=served.get("num_blocks"), num_prompts=config.get("num_prompts"),
+        input_len=config.get("input_len"), output_len=config.get("output_len"),
+        request_rate=math.inf if rate in (None, "inf") else float(rate), burstiness=config.get("burstiness"),
+        max_concurrency=config.get("max_concurrency"), arrivals=config.get("arrivals"), seed=config.get("seed"),
+        slo=",".join(f"{k.removesuffix('_s')}={v}" for k, v in (config.get("slo") or {}).items()) or None)
+    sent = (metrics or {}).get("send_offsets_s")
+    return run_serve_estimate(request, calibration, offsets=sent if isinstance(sent, list) else None)

@@ -1,0 +1,79 @@
+"""The time of one serving iteration, and how many KV blocks fit: what servesim runs on.
+
+An iteration of a continuous-batching engine is one forward over the batch's tokens, all
+sequences' new tokens side by side (prefill chunks and one token per decoding sequence):
+
+    t = L x (GEMMs at M = tokens rows + element-wise operators + fixed costs)
+        + attention: prefill chunks' causal FLOPs (4 d_attn x n (c + n / 2) per layer) and
+          the decoding sequences' KV reads (kv_bytes_per_token x context), at the roofline
+        + the head for the sequences that produce a token
+        + TP all-reduces of the tokens' activations + the engine's own cost per step
+
+with the same calibrated terms as `estimate infer` (layertime, roofline, ceilings). The
+engine's own per-step cost (scheduling, sampling, streaming) is `generate_step_s` from the
+calibration profile where `peak` measured it (the closest measured stand-in: generate's
+per-step cost outside the model), else 0, and the estimate's notes say which.
+"""
+from __future__ import annotations
+
+from llmdissect.perfmodel import comm, kvcache
+from llmdissect.perfmodel.ceilings import Machine
+from llmdissect.perfmodel.layertime import (
+    head_forward_time_s,
+    layer_elementwise_time_s,
+    layer_fixed_s,
+    layer_gemm_time_s,
+)
+from llmdissect.perfmodel.roofline import attention_time_s
+from llmdissect.specs.models import ModelSpec
+
+
+class IterationTime:
+    """t(tokens, decode_ctx, prefill_attn, prefill_kv, logits) in seconds (servesim.StepTime);
+    GEMM times cached by row count."""
+
+    def __init__(self, m: ModelSpec, mach: Machine, e: float, tp: int, layer_weight_bytes: float) -> None:
+        self.m, self.mach, self.e, self.tp, self.w = m, mach, e, tp, layer_weight_bytes
+        c = mach.ceilings
+        self.c = c
+        self.fixed = m.num_layers * layer_fixed_s(c) + c.forward_fixed_s + c.generate_step_s
+        self.kv_per_token = kvcache.kv_bytes_per_token(m, e) / tp
+        self.flops_per_attn_unit = 4 * m.num_layers * m.q_dim / tp  # scores and x V, per query-key pair
+        self._rows: dict[int, float] = {}
+        self._heads: dict[int, float] = {}
+
+    def _rows_time(self, tokens: int) -> float:
+        t = self._rows.get(tokens)
+        if t is None:
+            m, c = self.m, self.c
+            t = m.num_layers * (layer_gemm_time_s(c, m, tokens, self.e, self.w, self.tp)
+                                + layer_elementwise_time_s(c, m, tokens, self.e, self.tp))
+            t += comm.tensor_parallel_comm_s(self.mach.network, tokens * m.hidden_size * self.e, self.tp,
+                                             m.num_layers, 1)
+            self._rows[tokens] = t
+        return t
+
+    def _head_time(self, logits: int) -> float:
+        t = self._heads.get(logits)
+        if t is None:
+            # head_forward_time_s adds forward_fixed_s, which self.fixed already holds
+            t = head_forward_time_s(self.c, self.m, max(logits, 1), self.e, self.tp, with_loss=0) \
+                - self.c.forward_fixed_s
+            self._heads[logits] = t
+        return t
+
+    def __call__(self, tokens: int, decode_ctx: int, prefill_attn: float, prefill_kv: int, logits: int) -> float:
+        attn_flops = self.flops_per_attn_unit * (prefill_attn + decode_ctx)
+        attn_bytes = self.kv_per_token * (decode_ctx + prefill_kv)
+        return (self._rows_time(tokens) + attention_time_s(self.c, attn_flops, attn_bytes)
+                + self._head_time(logits) + self.fixed)
+
+
+def kv_blocks_that_fit(m: ModelSpec, mach: Machine, e: float, tp: int, weight_bytes: float, block_size: int,
+                       memory_fraction: float = 0.9) -> int:
+    """KV blocks in what `memory_fraction` of the device leaves beside the weights and the
+    framework's allowance (vLLM's gpu_memory_utilization 0.9 by default)."""
+    a = mach.assumptions
+    usable = mach.platform.device.memory_bytes * memory_fraction - a["framework_context_bytes"] - weight_bytes / tp
+    per_block = kvcache.kv_bytes_per_token(m, e) / tp * block_size
+    return max(int(usable // per_block), 0)

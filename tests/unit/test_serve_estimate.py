@@ -1,0 +1,92 @@
+"""`estimate serve`: the simulation on the step-time model, its record, and validate's pairing."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+import llmdissect.metric_names as mn
+from conftest import assert_user_error, run_cli
+from llmdissect.analysis.serve_estimate import estimate_measured_serve, run_serve_estimate
+from llmdissect.analysis.validate import validate_records
+from llmdissect.perfmodel import weights as wt
+from llmdissect.perfmodel.ceilings import machine_for
+from llmdissect.perfmodel.request import estimate_request
+from llmdissect.perfmodel.servestep import IterationTime
+from llmdissect.results.schema import RunRecord
+from llmdissect.specs import get_model, resolve_platform
+
+
+def test_one_request_takes_the_step_models_prefill_then_its_decodes():
+    est = run_serve_estimate(estimate_request("serve", model="llama2-7b", hardware="a100", num_prompts=1,
+                                              input_len=256, output_len=4))
+    m = get_model("llama2-7b")
+    step = IterationTime(m, machine_for(resolve_platform("a100"), "bf16", {}), 2, 1, wt.layer_read_bytes(m, "none", 2))
+    prefill = step(256, 0, 256 * 256 / 2, 256, 1)
+    decodes = [step(1, 256 + i, 0.0, 0, 1) for i in range(3)]
+    got = est.metrics
+    assert got[mn.TTFT_S]["median"] == pytest.approx(prefill)
+    assert got[mn.E2E_LATENCY_S]["median"] == pytest.approx(prefill + sum(decodes))
+    assert got[mn.TPOT_S]["median"] == pytest.approx(sum(decodes) / 3)
+    assert got["completed"] == 1 and got["engine"]["iterations"] == 4
+    assert est.config["profile"]["name"] == "vllm" and est.config["kind_estimated"] == mn.SERVE
+
+
+def test_more_load_queues_and_the_slo_counts_goodput():
+    common = dict(model="llama2-7b", hardware="a100", num_prompts=60, input_len=512, output_len=64,
+                  slo="ttft=0.2,tpot=0.05")
+    light = run_serve_estimate(estimate_request("serve", request_rate=1.0, **common)).metrics
+    burst = run_serve_estimate(estimate_request("serve", request_rate=math.inf, **common)).metrics
+    assert burst[mn.TTFT_S]["p90"] > light[mn.TTFT_S]["p90"]
+    assert burst[mn.REQUEST_THROUGHPUT_PER_S] > light[mn.REQUEST_THROUGHPUT_PER_S]
+    assert light[mn.GOODPUT_PER_S] == pytest.approx(light[mn.REQUEST_THROUGHPUT_PER_S])
+    assert burst["slo_attainment"] < 1.0
+
+
+def test_replicas_split_the_load():
+    one = run_serve_estimate(estimate_request("serve", model="llama2-7b", hardware="8xa100", gpus=2, tp=2,
+                                              num_prompts=40, output_len=32)).metrics
+    two = run_serve_estimate(estimate_request("serve", model="llama2-7b", hardware="8xa100", gpus=2, replicas=2,
+                                              num_prompts=40, output_len=32)).metrics
+    assert one["completed"] == two["completed"] == 40
+    with pytest.raises(Exception, match="do not split"):
+        run_serve_estimate(estimate_request("serve", model="llama2-7b", hardware="a100", replicas=2))
+
+
+def _measured(config_extra: dict) -> RunRecord:
+    offsets = [0.0, 0.1, 0.2, 0.3]
+    config = {"base_url": "http://127.0.0.1:1", "num_prompts": 4, "input_len": 128, "output_len": 16,
+              "request_rate": 10.0, "burstiness": 1.0, "max_concurrency": None, "arrivals": None, "seed": 0,
+              "slo": {}, **config_extra}
+    metrics = {mn.TTFT_S: {"median": 0.05}, mn.TPOT_S: {"median": 0.012}, mn.REQUEST_THROUGHPUT_PER_S: 3.5,
+               "send_offsets_s": offsets}
+    return RunRecord(kind=mn.SERVE, source="measured", config=config, metrics=metrics).finish("ok")
+
+
+def test_validate_pairs_a_serve_run_with_the_simulation_of_its_load():
+    served = {"model": "llama2-7b", "hardware": "a100", "engine": "vllm"}
+    record = _measured({"served": served})
+    v = validate_records([record], [])
+    assert {p.metric for p in v.pairs} == {mn.SERVE_TTFT_P50_S, mn.SERVE_TPOT_P50_S, mn.REQUEST_THROUGHPUT_PER_S}
+    est = estimate_measured_serve(record.config, record.metrics)
+    assert est.metrics["send_offsets_s"] == [0.0, 0.1, 0.2, 0.3]  # the run's own send times
+    assert v.computed and v.computed[0].env["validates"] == record.id
+    unnamed = validate_records([_measured({})], [])
+    assert not unnamed.pairs and "which model, hardware and engine" in unnamed.unpaired[0][2]
+
+
+def test_cli_prints_stores_and_refuses_what_does_not_apply(db_path):
+    out = json.loads(run_cli("estimate", "serve", "--model", "llama2-7b", "--hardware", "h100", "--profile",
+                             "vllm-large", "--num-prompts", "20", "--request-rate", "5", "--db", str(db_path),
+                             "--json", check=True).stdout)
+    assert out["source"] == "estimated" and out["config"]["kind_estimated"] == "serve"
+    assert out["metrics"]["completed"] == 20 and out["metrics"][mn.TTFT_S]["median"] > 0
+    assert_user_error(run_cli("estimate", "serve", "--model", "llama2-7b", "--hardware", "a100", "--batch", "4"),
+                      "--batch does not apply")
+    assert_user_error(run_cli("estimate", "serve", "--model", "llama2-7b", "--hardware", "a100", "--profile", "tgi"),
+                      "unknown scheduler profile")
+    assert_user_error(run_cli("estimate", "pretrain", "--model", "llama2-7b", "--hardware", "a100",
+                              "--request-rate", "3"), "--request-rate does not apply")
+    assert_user_error(run_cli("estimate", "serve", "--model", "llama2-70b", "--hardware", "rtx4090"),
+                      "no memory for a KV cache")

@@ -118,8 +118,8 @@ KV_CACHE_USE_MEAN = "kv_cache_use_mean"  # fraction of the blocks in use, mean o
 KV_CACHE_USE_MAX = "kv_cache_use_max"
 PREEMPTIONS = "preemptions"
 PREFIX_HIT_TOKENS = "prefix_hit_tokens"  # prompt tokens served from the prefix cache
-SERVE_ENGINE_METRICS = (ENGINE, ITERATIONS, MEAN_BATCH_SIZE, KV_BLOCKS, KV_CACHE_USE_MEAN, KV_CACHE_USE_MAX, PREEMPTIONS,
-                        PREFIX_HIT_TOKENS)
+SERVE_ENGINE_METRICS = (ENGINE, ITERATIONS, MEAN_BATCH_SIZE, KV_BLOCKS, KV_CACHE_USE_MEAN, KV_CACHE_USE_MAX,
+                        PREEMPTIONS, PREFIX_HIT_TOKENS)
 # serving: the medians of ttft_s and tpot_s, named apart from offline inference's, and the throughput
 SERVE_TTFT_P50_S = "serve_ttft_p50_s"
 SERVE_TPOT_P50_S = "serve_tpot_p50_s"

@@ -46,10 +46,12 @@ class ResultStore:
     def __init__(self, path: Path, conn: sqlite3.Connection):
         self.path = path
         self._conn = conn
+        self._inode = path.stat().st_ino
 
     # ---- writing --------------------------------------------------------------------
     def add(self, record: RunRecord) -> str:
         """Write one record in its own transaction; returns its id."""
+        self._check_still_ours()
         row = (record.id, record.kind, record.source, record.status, record.suite,
                record.started_at, record.finished_at, record.version, record.to_json())
         try:
@@ -58,6 +60,34 @@ class ResultStore:
         except sqlite3.Error as e:
             raise UserError(f"cannot write to results database {self.path}: {e}") from None
         return record.id
+
+    def add_new(self, records: list[RunRecord]) -> int:
+        """Write the records whose id is not in the store yet, all in one transaction; returns
+        how many were new. Importing the same records again adds nothing (a record id is
+        stored once, whatever the number of imports)."""
+        self._check_still_ours()
+        rows = [(r.id, r.kind, r.source, r.status, r.suite, r.started_at, r.finished_at, r.version, r.to_json())
+                for r in records]
+        try:
+            with self._conn:
+                before = self._conn.total_changes
+                self._conn.executemany("INSERT OR IGNORE INTO runs VALUES (?,?,?,?,?,?,?,?,?)", rows)
+                return self._conn.total_changes - before
+        except sqlite3.Error as e:
+            raise UserError(f"cannot write to results database {self.path}: {e}") from None
+
+    def _check_still_ours(self) -> None:
+        """A store deleted or replaced while open would swallow writes into a file no one can
+        read again (the open handle keeps the unlinked inode alive), and one made read-only
+        while open would still take them through the old handle: refuse both."""
+        try:
+            same = self.path.stat().st_ino == self._inode
+        except OSError:
+            same = False
+        if not same:
+            raise UserError(f"results database {self.path} was deleted or replaced while in use")
+        if not os.access(self.path, os.W_OK):
+            raise UserError(f"results database {self.path} was made read-only while in use")
 
     # ---- reading --------------------------------------------------------------------
     def get(self, run_id: str) -> RunRecord:

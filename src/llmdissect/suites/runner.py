@@ -59,6 +59,7 @@ def recorded_points(db: Path | None, suite_name: str, records_dir: Path | None =
     """The records of this suite in the store, by point key (latest wins). Reads only.
     With `records_dir` (a job on another host) the job files there are read, not the store."""
     from llmdissect.paths import default_db_path
+    from llmdissect.results.location import server_url
     from llmdissect.results.store import open_store
 
     if records_dir is not None:
@@ -66,8 +67,8 @@ def recorded_points(db: Path | None, suite_name: str, records_dir: Path | None =
 
         found = sorted((r for r in read_folder(records_dir) if r.suite == suite_name), key=lambda r: r.started_at)
         return {k: r for r in found if (k := point_key_of(r))}
-    path = Path(db) if db is not None else default_db_path()
-    if not path.exists():
+    path = db if db is not None else default_db_path()
+    if not server_url(path) and not Path(path).exists():
         return {}
     with open_store(path) as store:
         return {k: r for r in store.query(suite=suite_name) if (k := point_key_of(r))}

@@ -11,11 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from llmdissect.errors import UserError
+from llmdissect.paths import state_dir
 from llmdissect.results.jobfiles import job_file_name, write_records_file
+from llmdissect.results.location import server_url
 from llmdissect.results.schema import RunRecord
 
 FALLBACK_FOLDER = "records"
-"""Folder next to the store that keeps the records the store could not take."""
+"""Folder next to the store (in the state folder for a server) that keeps the records the
+store could not take."""
 
 
 class RecordSink:
@@ -46,7 +49,8 @@ class RecordSink:
 
     def _keep(self, record: RunRecord, name: str) -> str:
         """Keep the record the store refused in a per-job file; says where (or why not)."""
-        folder = Path(self.store_path).parent / FALLBACK_FOLDER
+        folder = state_dir() / FALLBACK_FOLDER if server_url(self.store_path) \
+            else Path(self.store_path).parent / FALLBACK_FOLDER
         try:
             path = write_records_file(folder, name, [record])
         except OSError as e:

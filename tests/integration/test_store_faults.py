@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import run_cli
 
+from llmdissect.results.schema import RunRecord
 from llmdissect.results.store import open_store
 
 ESTIMATES = """\
@@ -72,6 +73,7 @@ def last_line(text: str) -> str:
 INSIDE_A_TRANSACTION = """
 import sys, time
 from llmdissect.results.schema import RunRecord
+from llmdissect.results.schema import RunRecord
 from llmdissect.results.store import open_store
 store = open_store(sys.argv[1])
 for i in range(50):
@@ -95,7 +97,7 @@ def test_a_writer_killed_inside_a_transaction_leaves_the_committed_records_and_n
     with open_store(db_path) as store:  # opens cleanly, the hot journal rolled back
         assert store._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert sorted(r.config["i"] for r in store.query()) == list(range(50))
-        store.add(store.query(limit=1)[0].__class__(kind="estimate", source="estimated"))  # the lock is free
+        store.add(RunRecord(kind="estimate", source="estimated"))  # the lock is free
         assert store.count() == 51
 
 
@@ -124,6 +126,34 @@ def test_a_full_disk_ends_the_suite_with_one_line_and_keeps_every_record(tmp_pat
     run_cli("run", str(suite), "--db", str(db_path), "--resume", check=True, timeout=120)
     points = [r["config"]["suite_point"] for r in rows(db_path)]
     assert len(points) == 40 and len(set(points)) == 40
+
+
+SAVE_ONE = """
+import sys
+from llmdissect.errors import UserError
+from llmdissect.results.recording import save
+from llmdissect.results.schema import RunRecord
+try:
+    record = RunRecord(kind="pretrain", config={"model": "debug-llama"}, metrics={"tokens_per_s": 1.0})
+    save(record.finish(), sys.argv[1])
+except UserError as e:
+    print(e, file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+def test_a_measured_record_the_store_refuses_is_kept_in_a_file(db_path):
+    with open_store(db_path) as store:  # a store already past the limit the writer gets below
+        for i in range(20):
+            store.add(RunRecord(kind="estimate", source="estimated", config={"i": i}))
+    proc = subprocess.run([sys.executable, "-c", SAVE_ONE, str(db_path)], capture_output=True, text=True,
+                          timeout=60, preexec_fn=_file_size_limit(8_000))
+    assert proc.returncode == 2, proc.stderr
+    assert f"results database {db_path}: disk I/O error" in proc.stderr and "was kept in" in proc.stderr
+    kept = list((db_path.parent / "records").glob("pretrain-*.records.jsonl"))
+    assert len(kept) == 1 and json.loads(kept[0].read_text())["metrics"] == {"tokens_per_s": 1.0}
+    with open_store(db_path) as store:
+        assert store.count() == 20  # the earlier records intact
 
 
 def _without_root_override() -> list[str]:

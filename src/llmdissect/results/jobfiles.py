@@ -18,9 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llmdissect.errors import UserError
+from llmdissect.paths import state_dir
+from llmdissect.results.location import server_url
 from llmdissect.results.schema import RunRecord
 
 SUFFIX = ".records.jsonl"
+REFUSED_FOLDER = "records"
+"""Folder beside the store file (in the state folder for a server store) that keeps the
+records the store refused (disk full, store deleted or made read-only)."""
 
 
 def job_file_name(stem: str) -> str:
@@ -62,6 +67,23 @@ def _fsync_folder(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def refused_folder(store_location: str | os.PathLike) -> Path:
+    if server_url(store_location):
+        return state_dir() / REFUSED_FOLDER
+    return Path(store_location).parent / REFUSED_FOLDER
+
+
+def keep_refused(record: RunRecord, store_location: str | os.PathLike, stem: str) -> str:
+    """Keep a record the store refused in a per-job file; returns the end of the error line
+    that says where it is (or why it could not be kept either)."""
+    folder = refused_folder(store_location)
+    try:
+        path = write_records_file(folder, job_file_name(stem), [record])
+    except OSError as e:
+        return f"record {record.id} could not be kept in {folder} either: {e.strerror or e}"
+    return f"record {record.id} was kept in {path} (`llmdissect results import {folder}`)"
 
 
 def read_records_file(path: Path) -> list[RunRecord]:

@@ -4,21 +4,16 @@ On one host a record goes straight into the store (SQLite in WAL mode takes conc
 writers there). A job on another host (`--records-dir`, what the Slurm job scripts pass)
 writes a per-job JSONL file instead, merged later by the parent. When the store cannot
 take a record (disk full, made read-only, deleted under the run) the record is kept in a
-per-job file next to the store and the run stops with one line saying where it is.
+per-job file beside the store (results/jobfiles.py: keep_refused) and the run stops with
+one line saying where it is.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from llmdissect.errors import UserError
-from llmdissect.paths import state_dir
-from llmdissect.results.jobfiles import job_file_name, write_records_file
-from llmdissect.results.location import server_url
+from llmdissect.results.jobfiles import job_file_name, keep_refused, write_records_file
 from llmdissect.results.schema import RunRecord
-
-FALLBACK_FOLDER = "records"
-"""Folder next to the store (in the state folder for a server) that keeps the records the
-store could not take."""
 
 
 class RecordSink:
@@ -34,10 +29,9 @@ class RecordSink:
             self._store = open_store(store_path)
 
     def add(self, record: RunRecord, point_key: str) -> None:
-        name = job_file_name(f"point-{point_key}")
         if self._store is None:
             try:
-                write_records_file(self.records_dir, name, [record])
+                write_records_file(self.records_dir, job_file_name(f"point-{point_key}"), [record])
             except OSError as e:
                 raise UserError(f"cannot write the record of point {point_key[:8]} to {self.records_dir}: "
                                 f"{e.strerror or e}") from None
@@ -45,17 +39,8 @@ class RecordSink:
         try:
             self._store.add(record)
         except UserError as store_error:
-            raise UserError(f"{store_error}; {self._keep(record, name)}") from None
-
-    def _keep(self, record: RunRecord, name: str) -> str:
-        """Keep the record the store refused in a per-job file; says where (or why not)."""
-        folder = state_dir() / FALLBACK_FOLDER if server_url(self.store_path) \
-            else Path(self.store_path).parent / FALLBACK_FOLDER
-        try:
-            path = write_records_file(folder, name, [record])
-        except OSError as e:
-            return f"the record of run {record.id} could not be kept in {folder} either: {e.strerror or e}"
-        return f"the run stopped; record {record.id} was kept in {path} (`llmdissect results import {folder}`)"
+            kept = keep_refused(record, self.store_path, f"point-{point_key}")
+            raise UserError(f"{store_error}; the run stopped; {kept}") from None
 
     def close(self) -> None:
         if self._store is not None:

@@ -150,3 +150,20 @@ def test_concurrent_writers_lose_nothing(tmp_path, db_path):
     assert len(got) == 240 and len({r["id"] for r in got}) == 240
     assert sorted((r["config"]["writer"], r["config"]["i"]) for r in got) == \
         sorted((str(w), i) for w in range(4) for i in range(60))
+
+
+def test_dispatching_again_merges_the_finished_jobs_first(tmp_path, db_path):
+    suite = tmp_path / "two.yaml"
+    suite.write_text("suite: two\nentries:\n  - kind: estimate\n    workload: pretrain\n    model: llama2-7b\n"
+                     "    hardware: 8xa800\n    grid:\n      zero: [0, 3]\n")
+    out = tmp_path / "jobs"
+    args = ("run", str(suite), "--db", str(db_path), "--executor", "slurm", "--slurm-dir", str(out), "--no-submit",
+            "--json")
+    first = json.loads(run_cli(*args, check=True).stdout)
+    assert len(first["scripts"]) == 2
+    job = subprocess.run(["bash", first["scripts"][0]], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "LLMDISSECT_HOME": str(tmp_path / "other-host")})
+    assert job.returncode == 0, job.stderr[-2000:]
+    second = json.loads(run_cli(*args, check=True).stdout)
+    assert len(second["scripts"]) == 1 and second["recorded"] == 1  # the finished job was merged, not resubmitted
+    assert len(records(db_path)) == 1

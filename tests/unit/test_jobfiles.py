@@ -79,3 +79,22 @@ def test_import_command(tmp_path, db_path):
     proc = run_cli("results", "import", str(tmp_path / "jobs"), "--db", str(db_path), check=True)
     assert "0 added" in proc.stdout and "2 already there" in proc.stdout
     assert_user_error(run_cli("results", "import", str(tmp_path / "nowhere"), "--db", str(db_path)), "not a folder")
+
+
+SUITE = ("suite: travel\nentries:\n  - kind: estimate\n    workload: pretrain\n    model: llama2-7b\n"
+         "    hardware: 8xa800\n    grid:\n      zero: [0, 3]\n")
+
+
+def test_a_job_elsewhere_writes_its_file_and_resume_reads_it(tmp_path):
+    suite = tmp_path / "travel.yaml"
+    suite.write_text(SUITE)
+    jobs = tmp_path / "jobs"
+    for _ in range(2):  # the second run finds both points in the folder and runs nothing
+        proc = run_cli("run", str(suite), "--records-dir", str(jobs), "--resume", check=True)
+    assert "records in" in proc.stdout
+    assert not (tmp_path / "state" / "results.db").exists()  # the default store was not touched
+    assert len(records_files(jobs)) == 2
+    assert_user_error(run_cli("run", str(suite), "--records-dir", "/proc/llmdissect/jobs"),
+                      "cannot create --records-dir")
+    assert_user_error(run_cli("run", str(suite), "--records-dir", str(jobs), "--executor", "slurm"),
+                      "--records-dir", "--executor local")

@@ -135,3 +135,11 @@ def test_a_server_url_survives_the_path_it_travels_in():
     assert server_url("postgres://h/db") == "postgresql://h/db"
     assert server_url(Path("results.db")) is None and server_url(None) is None
     assert shown(url) == "postgresql://team:***@db.example:5432/results?sslmode=require"
+
+
+def test_a_server_store_without_psycopg_is_one_clear_error(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if the postgres extra were not installed
+    with pytest.raises(UserError, match=r"needs psycopg: pip install 'llm-dissect\[postgres\]'"):
+        open_store("postgresql://someone:pw@127.0.0.1:1/results")

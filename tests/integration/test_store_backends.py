@@ -130,3 +130,15 @@ def test_server_errors_are_one_line(postgres_server, tmp_path):
     with psycopg.connect(foreign, autocommit=True) as conn:
         conn.execute("CREATE TABLE runs (x int)")
     assert_user_error(run_cli("results", "list", "--db", foreign), "not a llm-dissect results store")
+
+
+def test_compare_a_file_with_a_server_store(postgres_url, tmp_path):
+    from test_report_render import train
+
+    with open_store(tmp_path / "a.db") as store:
+        store.add(train(step=1.0, seed=1))
+    with open_store(postgres_url) as store:
+        store.add(train(step=1.3, seed=3))
+    out = json.loads(run_cli("compare", str(tmp_path / "a.db"), postgres_url, "--json", check=True).stdout)
+    step = next(r for r in out["rows"] if r["metric"] == "step_time_s")
+    assert step["ratio"] == pytest.approx(1.3, rel=0.05) and step["verdict"] == "beyond noise"

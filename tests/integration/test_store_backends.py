@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from tests.conftest import assert_user_error, run_cli
@@ -60,6 +61,7 @@ def test_import_is_idempotent(store_at, tmp_path):
 
 WRITER = """
 import sys
+import time
 from llmdissect.results.schema import RunRecord
 from llmdissect.results.store import open_store
 with open_store(sys.argv[1]) as store:
@@ -142,3 +144,29 @@ def test_compare_a_file_with_a_server_store(postgres_url, tmp_path):
     out = json.loads(run_cli("compare", str(tmp_path / "a.db"), postgres_url, "--json", check=True).stdout)
     step = next(r for r in out["rows"] if r["metric"] == "step_time_s")
     assert step["ratio"] == pytest.approx(1.3, rel=0.05) and step["verdict"] == "beyond noise"
+
+
+def test_the_server_gone_under_a_running_suite_keeps_the_running_points_record(postgres_server, tmp_path):
+    from test_store_faults import SLOW_MIDDLE, last_line
+    from tests.postgres_server import start_postgres
+
+    server = start_postgres()  # one of its own, to stop in the middle
+    try:
+        url = server.new_database()
+        suite = tmp_path / "slow.yaml"
+        suite.write_text(SLOW_MIDDLE)
+        proc = subprocess.Popen([sys.executable, "-m", "llmdissect", "run", str(suite), "--db", url],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        with open_store(url) as store:
+            while store.count() == 0:  # the first point recorded: the slow one is running
+                assert proc.poll() is None, proc.communicate()
+                time.sleep(0.05)
+        server.stop()
+        _, err = proc.communicate(timeout=120)
+    finally:
+        server.stop()
+    assert proc.returncode == 2 and "Traceback" not in err, err[-2000:]
+    line = last_line(err)
+    assert line.startswith("error: cannot write to results database postgresql://") and "was kept in" in line, line
+    kept = list((tmp_path / "state" / "records").glob("point-*.records.jsonl"))  # the state folder: no file beside
+    assert len(kept) == 1 and json.loads(kept[0].read_text())["config"]["suite_entry"] == "running"

@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml scripts/ensure_torch.py
 	else $(PYTHON) -m venv $(VENV); fi
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python scripts/ensure_torch.py
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q -e ".[dev,postgres]"
 	touch $(STAMP)
 
 $(DS_STAMP): $(STAMP)

@@ -39,3 +39,25 @@ def _isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test gets its own state folder, so no test reads another's store or profile."""
     monkeypatch.setenv("LLMDISSECT_HOME", str(tmp_path / "state"))
     monkeypatch.delenv("LLMDISSECT_DB", raising=False)
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server for the session (tests/postgres_server.py). Where it cannot
+    run the tests that need it skip with the reason, and fail in CI, which installs it."""
+    from tests.postgres_server import start_postgres
+
+    try:
+        server = start_postgres()
+    except RuntimeError as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"no PostgreSQL server in CI: {e}")
+        pytest.skip(str(e))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server) -> str:
+    """A fresh, empty database on the session's server."""
+    return postgres_server.new_database()

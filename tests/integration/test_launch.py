@@ -37,3 +37,15 @@ def test_torchrun_two_processes_and_a_dying_rank():
     assert r.status == "ok" and r.result == {"sum": 3.0, "world_size": 2}
     r = run_child(f"{PROBES}:all_reduce", {"die_rank": 1}, nproc=2, timeout_s=120)
     assert r.status == "failed" and "rank 1" in r.error
+
+
+def test_a_child_killed_like_the_oom_killer_is_oom_and_a_crash_is_failed_with_its_signal():
+    from llmdissect.results.recording import record_from_child
+
+    killed = run_child(f"{PROBES}:die_by_signal", {"signal": "SIGKILL"})
+    assert killed.status == "oom" and "SIGKILL" in killed.error and "out-of-memory" in killed.error
+    crashed = run_child(f"{PROBES}:die_by_signal", {"signal": "SIGSEGV"})
+    assert crashed.status == "failed" and crashed.error.startswith("killed by signal SIGSEGV"), crashed.error
+    for child, status, signal_name in ((killed, "oom", "SIGKILL"), (crashed, "failed", "SIGSEGV")):
+        record = record_from_child("infer", {"model": "debug-llama"}, child, env={})
+        assert record.status == status and signal_name in record.error and record.finished_at

@@ -1,5 +1,7 @@
 """`--executor slurm`: the generated job scripts, checked and then really executed here (with
-stand-ins for sbatch, srun and scontrol), and concurrent writers into one store."""
+stand-ins for sbatch, srun and scontrol) as if on two hosts (two state folders, no shared
+store: each job writes a per-job record file), merged into one store; and concurrent
+writers into one store."""
 from __future__ import annotations
 
 import json
@@ -82,7 +84,8 @@ def test_slurm_scripts_generated_submitted_and_run(tmp_path, db_path):
     for name, key in keys.items():
         text = scripts[f"point-{key}.sbatch"]
         assert text.startswith("#!/bin/bash\n#SBATCH --job-name=") and "#SBATCH --partition=debug" in text
-        assert f"--point {key}" in text and f"--db {db_path.resolve()}" in text and "--resume" in text
+        assert f"--point {key}" in text and f"--records-dir {out.resolve()}" in text and "--resume" in text
+        assert "--db" not in text  # a job on another host never writes the shared store
         assert f"#SBATCH --nodes={2 if name == 'two-nodes' else 1}" in text
     two = scripts[f"point-{keys['two-nodes']}.sbatch"]
     assert "srun --nodes=2 --ntasks-per-node=1" in two and "scontrol show hostnames" in two
@@ -91,20 +94,31 @@ def test_slurm_scripts_generated_submitted_and_run(tmp_path, db_path):
     assert "#SBATCH --time=14" in two  # its 240 s timeout + 10 minutes of slack
     assert not db_path.exists() or records(db_path) == []  # dispatch itself runs nothing
 
-    # the jobs, run here: the two one-node jobs at once (two writers), then the two-node job with
-    # srun starting one task per "node" on this machine
+    # the jobs, run here as if on two hosts (each its own state folder): the one-node and estimate
+    # jobs at once, then the two-node job with srun starting one task per "node" on this machine
     shim(bin_dir, "scontrol", "echo 127.0.0.1\necho 127.0.0.2\n")
     shim(bin_dir, "srun", 'for i in $(seq 0 $((${SLURM_NNODES:-2} - 1))); do SLURM_NODEID=$i "${@: -3}" & done\n'
                           "wait\n")
     job_env = {**os.environ, **env, "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NNODES": "2",
                "LLMDISSECT_RDZV_PORT": str(free_port())}
-    jobs = [subprocess.Popen(["bash", str(out / f"point-{keys[n]}.sbatch")], env=job_env, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True) for n in ("one-node", "estimate")]
+    host = {"one-node": "host-a", "estimate": "host-b", "two-nodes": "host-a"}
+    jobs = [subprocess.Popen(["bash", str(out / f"point-{keys[n]}.sbatch")],
+                             env={**job_env, "LLMDISSECT_HOME": str(tmp_path / host[n])},
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for n in ("one-node", "estimate")]
     for j in jobs:
         assert j.wait(timeout=300) == 0, j.stdout.read()[-3000:]
-    two_nodes = subprocess.run(["bash", str(out / f"point-{keys['two-nodes']}.sbatch")], env=job_env,
+    assert records(db_path) == []  # the jobs wrote their own files, not the store
+    # merged while the two-node job has not run yet, then again after it (and once more: idempotent)
+    first = json.loads(run_cli("results", "import", str(out), "--db", str(db_path), "--json", check=True).stdout)
+    assert (first["files"], first["records"], first["added"]) == (2, 2, 2)
+    two_nodes = subprocess.run(["bash", str(out / f"point-{keys['two-nodes']}.sbatch")],
+                               env={**job_env, "LLMDISSECT_HOME": str(tmp_path / host["two-nodes"])},
                                capture_output=True, text=True, timeout=400)
     assert two_nodes.returncode == 0, two_nodes.stdout[-3000:] + two_nodes.stderr[-3000:]
+    for added in (1, 0):
+        again = json.loads(run_cli("results", "import", str(out), "--db", str(db_path), "--json", check=True).stdout)
+        assert (again["files"], again["records"], again["added"]) == (3, 3, added)
     got = records(db_path)
     assert sorted(r["config"]["suite_point"] for r in got) == sorted(keys.values())  # each exactly once
     by_name = {r["config"]["suite_entry"]: r for r in got}
@@ -136,3 +150,20 @@ def test_concurrent_writers_lose_nothing(tmp_path, db_path):
     assert len(got) == 240 and len({r["id"] for r in got}) == 240
     assert sorted((r["config"]["writer"], r["config"]["i"]) for r in got) == \
         sorted((str(w), i) for w in range(4) for i in range(60))
+
+
+def test_dispatching_again_merges_the_finished_jobs_first(tmp_path, db_path):
+    suite = tmp_path / "two.yaml"
+    suite.write_text("suite: two\nentries:\n  - kind: estimate\n    workload: pretrain\n    model: llama2-7b\n"
+                     "    hardware: 8xa800\n    grid:\n      zero: [0, 3]\n")
+    out = tmp_path / "jobs"
+    args = ("run", str(suite), "--db", str(db_path), "--executor", "slurm", "--slurm-dir", str(out), "--no-submit",
+            "--json")
+    first = json.loads(run_cli(*args, check=True).stdout)
+    assert len(first["scripts"]) == 2
+    job = subprocess.run(["bash", first["scripts"][0]], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "LLMDISSECT_HOME": str(tmp_path / "other-host")})
+    assert job.returncode == 0, job.stderr[-2000:]
+    second = json.loads(run_cli(*args, check=True).stdout)
+    assert len(second["scripts"]) == 1 and second["recorded"] == 1  # the finished job was merged, not resubmitted
+    assert len(records(db_path)) == 1

@@ -125,3 +125,21 @@ def test_export_formats_and_frame(db_path: Path, tmp_path: Path):
 def test_load_results_missing_db(tmp_path: Path):
     with pytest.raises(UserError, match="not found"):
         load_results(tmp_path / "none.db")
+
+
+def test_a_server_url_survives_the_path_it_travels_in():
+    from llmdissect.results.location import server_url, shown
+
+    url = "postgresql://team:pw@db.example:5432/results?sslmode=require"
+    assert server_url(Path(url)) == url  # --db is a Path on the command line: `//` folded to `/`
+    assert server_url("postgres://h/db") == "postgresql://h/db"
+    assert server_url(Path("results.db")) is None and server_url(None) is None
+    assert shown(url) == "postgresql://team:***@db.example:5432/results?sslmode=require"
+
+
+def test_a_server_store_without_psycopg_is_one_clear_error(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if the postgres extra were not installed
+    with pytest.raises(UserError, match=r"needs psycopg: pip install 'llm-dissect\[postgres\]'"):
+        open_store("postgresql://someone:pw@127.0.0.1:1/results")

@@ -1,4 +1,4 @@
-"""`llmdissect compare A B`: two runs, two suites or two store files, side by side."""
+"""`llmdissect compare A B`: two runs, two suites or two stores (files or server URLs), side by side."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,15 +12,16 @@ from llmdissect.errors import UserError
 
 def resolve(side: str, db: Path | None) -> tuple[list, str, bool]:
     """(records, name, is_single_run): a store file, else a suite of --db, else a run id of --db."""
+    from llmdissect.results.location import server_url
     from llmdissect.results.store import open_existing
 
     path = Path(side)
-    if path.suffix in (".db", ".sqlite", ".sqlite3") or path.is_file():
-        with open_existing(path) as store:
+    if server_url(side) or path.suffix in (".db", ".sqlite", ".sqlite3") or path.is_file():
+        with open_existing(side) as store:
             records = store.query()
         if not records:
-            raise UserError(f"results database {path} holds no records")
-        return records, path.name, False
+            raise UserError(f"results database {store.path} holds no records")
+        return records, Path(str(store.path)).name, False
     with open_existing(db) as store:
         records = store.query(suite=side)
         if records:
@@ -32,8 +33,8 @@ def resolve(side: str, db: Path | None) -> tuple[list, str, bool]:
                             f"{store.path}") from None
 
 
-def compare(a: str = typer.Argument(..., help="Run id, suite name or results database file."),
-            b: str = typer.Argument(..., help="Run id, suite name or results database file."),
+def compare(a: str = typer.Argument(..., help="Run id, suite name or results database (file or postgresql:// URL)."),
+            b: str = typer.Argument(..., help="Run id, suite name or results database (file or postgresql:// URL)."),
             db: DbPath = DbOpt,
             out: Optional[Path] = typer.Option(None, "--out", "-o",
                                                help="Also write report.html/report.md with the comparison here."),

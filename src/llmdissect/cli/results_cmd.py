@@ -1,4 +1,4 @@
-"""`llmdissect results list|show|export`: read the results store."""
+"""`llmdissect results list|show|export|import`: read the results store, merge per-job record files."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -79,6 +79,28 @@ def export(out: Path = typer.Option(..., "--out", "-o", help="File to write."),
         records = store.query(kind=kind, suite=suite)
     n = export_records(records, fmt, out)
     console.print(f"wrote {n} record(s) to {out}")
+
+
+@results_app.command("import")
+def import_cmd(folder: Path = typer.Argument(..., help="A folder of per-job record files (*.records.jsonl), "
+                                            "e.g. a Slurm suite's job folder."),
+               db: DbPath = DbOpt, json_out: bool = JsonOpt) -> None:
+    """Merge per-job record files into the store; a record already there is not added again,
+    so a folder can be imported while its jobs still run, and again when they end."""
+    from llmdissect.errors import UserError
+    from llmdissect.results.jobfiles import import_folder
+    from llmdissect.results.store import open_store
+
+    if not folder.is_dir():
+        raise UserError(f"not a folder: {folder}")
+    with open_store(db) as store:
+        outcome = import_folder(store, folder)
+    if json_out:
+        print_json({"folder": str(folder), "db": str(store.path), "files": outcome.files,
+                    "records": outcome.records, "added": outcome.added})
+        return
+    console.print(f"{outcome.files} file(s), {outcome.records} record(s): {outcome.added} added to {store.path}, "
+                  f"{outcome.records - outcome.added} already there")
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:

@@ -31,6 +31,10 @@ def run_suite(
     slurm_opt: list[str] = typer.Option([], "--slurm-opt", help="slurm: extra #SBATCH line, e.g. "
                                                                 "--slurm-opt=--partition=gpu (repeatable)."),
     submit: bool = typer.Option(True, "--submit/--no-submit", help="slurm: call sbatch (when on PATH)."),
+    records_dir: Optional[Path] = typer.Option(None, "--records-dir", help="Write each point's record to a "
+                                               "per-job file in this folder instead of the store (a job on "
+                                               "another host; the Slurm jobs do this); merge with "
+                                               "`llmdissect results import DIR`."),
     point: Optional[str] = typer.Option(None, "--point", hidden=True, help="Run only this point key."),
     rdzv_endpoint: Optional[str] = typer.Option(None, "--rdzv-endpoint", hidden=True,
                                                 help="Multi-node point: host:port of the rendezvous."),
@@ -65,16 +69,25 @@ def run_suite(
 
     if retry_failed and not resume:
         raise UserError("--retry-failed goes with --resume")
+    if records_dir is not None and executor != "local":
+        raise UserError("--records-dir is how a job on another host records its point; it goes with "
+                        "--executor local")
     opts = RunOptions(db=db, resume=resume or executor == "slurm", retry_failed=retry_failed, force=force,
-                      timeout_s=timeout,
-                      max_memory=max_memory, point=point, rdzv_endpoint=rdzv_endpoint, node_rank=node_rank)
+                      timeout_s=timeout, max_memory=max_memory, point=point, rdzv_endpoint=rdzv_endpoint,
+                      node_rank=node_rank, records_dir=records_dir)
+    if executor == "slurm" and not plan:
+        _merge_finished_jobs(suite, slurm_dir, db)  # before planning: merged points are not submitted again
     the_plan = make_plan(suite, opts)
     if plan:
         _print_plan(the_plan, json_out, force)
         return
-    from llmdissect.results.store import check_writable
+    db_path = None
+    if records_dir is not None:  # a job on another host: the store is not touched
+        _check_records_dir(records_dir)
+    else:
+        from llmdissect.results.store import check_writable
 
-    db_path = check_writable(db)  # before anything runs
+        db_path = check_writable(db)  # before anything runs
     if executor == "slurm":
         from llmdissect.suites.slurm import dispatch
 
@@ -92,8 +105,30 @@ def run_suite(
     else:
         from llmdissect.suites.show import show_outcome
 
-        show_outcome(the_plan, new, db_path)
+        show_outcome(the_plan, new, db_path, records_dir)
     raise typer.Exit(exit_code(the_plan, new))
+
+
+def _check_records_dir(folder: Path) -> None:
+    from llmdissect.errors import UserError
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create --records-dir {folder}: {e.strerror}") from None
+
+
+def _merge_finished_jobs(suite: str, slurm_dir: Optional[Path], db: DbPath) -> None:
+    """Import the per-job record files of an earlier dispatch of this suite into the store."""
+    from llmdissect.results.jobfiles import import_folder
+    from llmdissect.results.store import open_store
+    from llmdissect.suites.slurm import jobs_dir
+    from llmdissect.suites.spec import load
+
+    folder = jobs_dir(load(suite).name, slurm_dir)
+    if folder.is_dir():
+        with open_store(db) as store:
+            import_folder(store, folder)
 
 
 def _quick_plan(json_out: bool) -> None:

@@ -172,8 +172,23 @@ def _classify(payload: dict | None, returncode: int, wall: float, tail: str,
     if returncode == -signal.SIGKILL or returncode == 128 + signal.SIGKILL:
         return ChildResult("oom", error="killed by SIGKILL (most likely the system's out-of-memory killer)",
                            returncode=returncode, wall_s=wall, output_tail=tail)
+    killed_by = _signal_name(returncode)
+    if killed_by:
+        last = tail.strip().splitlines()[-1] if tail.strip() else "no output"
+        return ChildResult("failed", error=f"killed by signal {killed_by}: {last}", returncode=returncode,
+                           wall_s=wall, output_tail=tail)
     return ChildResult("failed", error=_exit_summary(returncode, tail), returncode=returncode,
                        wall_s=wall, output_tail=tail)
+
+
+def _signal_name(returncode: int) -> str | None:
+    """SIGSEGV for a child killed by signal 11 (-11 from Popen; 139 when a shell or a
+    launcher in between reported it as 128 + 11), None for a plain exit code."""
+    number = -returncode if returncode < 0 else returncode - 128 if 128 < returncode < 160 else 0
+    try:
+        return signal.Signals(number).name if number else None
+    except ValueError:
+        return None
 
 
 def _exit_summary(returncode: int, tail: str) -> str:

@@ -28,6 +28,17 @@ def allocate(config: dict[str, Any]) -> dict[str, Any]:
     return {"allocated": x.numel() * 4}
 
 
+def die_by_signal(config: dict[str, Any]) -> dict[str, Any]:
+    """Kill this process with `signal` (SIGKILL as the out-of-memory killer sends it, SIGSEGV
+    as a crash in native code would), after a line of output."""
+    import signal
+
+    print("about to die", flush=True)
+    os.kill(os.getpid(), getattr(signal, config["signal"]))
+    time.sleep(30)  # not reached
+    return {}
+
+
 def fail(config: dict[str, Any]) -> dict[str, Any]:
     if config.get("user_error"):
         from llmdissect.errors import UserError

@@ -82,11 +82,15 @@ def make_report(records: list[RunRecord], out_dir: Path, *, title: str, subtitle
 
 def write_run_report(db_path: Path, ids: list[str], suite: str) -> Path:
     """The report of one suite run's records (the end of `run quick`), in a folder beside the
-    database (`<db stem>-<suite>-report/`); returns the path of report.html."""
+    database (`<db stem>-<suite>-report/`; for a server store, in the state folder); returns the
+    path of report.html."""
+    from llmdissect.paths import state_dir
     from llmdissect.report.select import select_records
+    from llmdissect.results.location import server_url
 
     records = select_records(db_path, ids=ids)
-    out = db_path.parent / f"{db_path.stem}-{suite}-report"
+    beside = state_dir() / "results" if server_url(db_path) else Path(db_path)  # a server store: the state folder
+    out = beside.parent / f"{beside.stem}-{suite}-report"
     html, _ = make_report(records, out, title=f"llm-dissect: {suite} suite",
                           subtitle=f"{len(records)} record(s) of this {suite} run, stored in {db_path}")
     return html

@@ -5,6 +5,9 @@ import os
 from typing import Any
 
 from llmdissect.child_result import ChildResult
+from llmdissect.errors import UserError
+from llmdissect.paths import default_db_path
+from llmdissect.results.jobfiles import keep_refused
 from llmdissect.results.schema import RunRecord
 from llmdissect.results.store import open_store
 
@@ -27,6 +30,12 @@ def record_from_child(kind: str, config: dict[str, Any], child: ChildResult, env
 
 
 def save(record: RunRecord, db: str | os.PathLike | None) -> RunRecord:
-    with open_store(db) as store:
-        store.add(record)
+    """Store the record; when the store refuses it (disk full, made read-only) the record is
+    kept in a per-job file beside the store and the UserError says where."""
+    try:
+        with open_store(db) as store:
+            store.add(record)
+    except UserError as e:
+        kept = keep_refused(record, db if db is not None else default_db_path(), f"{record.kind}-{record.id}")
+        raise UserError(f"{e}; {kept}") from None
     return record

@@ -1,4 +1,5 @@
-"""The embedded results store: one SQLite file, WAL mode, versioned schema.
+"""The embedded results store: one SQLite file, WAL mode, versioned schema (or, for
+`--db postgresql://...`, the same tables on a server: results/pg_store.py).
 
 Each record is written in one transaction when its run ends, so a process killed at any
 moment leaves every earlier record intact. A file that is not one of our databases is
@@ -14,6 +15,8 @@ from pathlib import Path
 
 from llmdissect.errors import UserError
 from llmdissect.paths import default_db_path
+from llmdissect.results.location import server_url
+from llmdissect.results.query import RUN_COLUMNS, Filters, get_record_sql, record_row, select_records_sql
 from llmdissect.results.schema import RunRecord
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -46,53 +49,58 @@ class ResultStore:
     def __init__(self, path: Path, conn: sqlite3.Connection):
         self.path = path
         self._conn = conn
+        self._inode = path.stat().st_ino
 
     # ---- writing --------------------------------------------------------------------
     def add(self, record: RunRecord) -> str:
         """Write one record in its own transaction; returns its id."""
-        row = (record.id, record.kind, record.source, record.status, record.suite,
-               record.started_at, record.finished_at, record.version, record.to_json())
+        self._check_still_ours()
         try:
             with self._conn:
-                self._conn.execute("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?)", row)
+                self._conn.execute(f"INSERT OR REPLACE INTO runs ({RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)",
+                                   record_row(record))
         except sqlite3.Error as e:
             raise UserError(f"cannot write to results database {self.path}: {e}") from None
         return record.id
 
+    def add_new(self, records: list[RunRecord]) -> int:
+        """Write the records whose id is not in the store yet, all in one transaction; returns
+        how many were new. Importing the same records again adds nothing (a record id is
+        stored once, whatever the number of imports)."""
+        self._check_still_ours()
+        rows = [record_row(r) for r in records]
+        try:
+            with self._conn:
+                before = self._conn.total_changes
+                self._conn.executemany(f"INSERT OR IGNORE INTO runs ({RUN_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", rows)
+                return self._conn.total_changes - before
+        except sqlite3.Error as e:
+            raise UserError(f"cannot write to results database {self.path}: {e}") from None
+
+    def _check_still_ours(self) -> None:
+        """A store deleted or replaced while open would swallow writes into a file no one can
+        read again (the open handle keeps the unlinked inode alive), and one made read-only
+        while open would still take them through the old handle: refuse both."""
+        try:
+            same = self.path.stat().st_ino == self._inode
+        except OSError:
+            same = False
+        if not same:
+            raise UserError(f"results database {self.path} was deleted or replaced while in use")
+        if not os.access(self.path, os.W_OK):
+            raise UserError(f"results database {self.path} was made read-only while in use")
+
     # ---- reading --------------------------------------------------------------------
     def get(self, run_id: str) -> RunRecord:
-        rows = self._conn.execute("SELECT record_json FROM runs WHERE id = ? OR id LIKE ?",
-                                  (run_id, run_id + "%")).fetchall()
-        if not rows:
-            raise UserError(f"no run with id {run_id!r} in {self.path}")
-        if len(rows) > 1:
-            raise UserError(f"id prefix {run_id!r} matches {len(rows)} runs; give more characters")
-        return RunRecord.from_dict(json.loads(rows[0][0]))
+        rows = self._conn.execute(get_record_sql("?"), (run_id, run_id + "%")).fetchall()
+        return one_record(rows, run_id, self.path)
 
     def query(self, *, kind: str | None = None, suite: str | None = None, status: str | None = None,
               since: str | None = None, ids: Iterable[str] | None = None, limit: int | None = None) -> list[RunRecord]:
-        """Records matching every filter given, oldest first."""
-        where, args = [], []
-        for column, value in (("kind", kind), ("suite", suite), ("status", status)):
-            if value is not None:
-                where.append(f"{column} = ?")
-                args.append(value)
-        if since is not None:
-            where.append("started_at >= ?")
-            args.append(since)
-        if ids is not None:
-            ids = list(ids)
-            where.append(f"id IN ({','.join('?' * len(ids))})" if ids else "0")
-            args.extend(ids)
-        sql = "SELECT record_json FROM runs"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        if limit is None:
-            sql += " ORDER BY started_at, rowid"
-            return [RunRecord.from_dict(json.loads(r[0])) for r in self._conn.execute(sql, args)]
-        sql += f" ORDER BY started_at DESC, rowid DESC LIMIT {int(limit)}"
+        """Records matching every filter given, oldest first (`limit`: the newest N)."""
+        sql, args, newest_first = select_records_sql(Filters(kind, suite, status, since, ids, limit), "?", "rowid")
         rows = self._conn.execute(sql, args).fetchall()
-        return [RunRecord.from_dict(json.loads(r[0])) for r in reversed(rows)]
+        return [RunRecord.from_dict(json.loads(r[0])) for r in (reversed(rows) if newest_first else rows)]
 
     def count(self) -> int:
         return self._conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
@@ -107,6 +115,15 @@ class ResultStore:
         self.close()
 
 
+def one_record(rows: list, run_id: str, where: object) -> RunRecord:
+    """The one record a `get` found, or a UserError (none, or an ambiguous prefix)."""
+    if not rows:
+        raise UserError(f"no run with id {run_id!r} in {where}")
+    if len(rows) > 1:
+        raise UserError(f"id prefix {run_id!r} matches {len(rows)} runs; give more characters")
+    return RunRecord.from_dict(json.loads(rows[0][0]))
+
+
 def _check_existing_file(path: Path) -> None:
     if path.is_dir():
         raise UserError(f"results database path is a directory: {path}")
@@ -117,23 +134,37 @@ def _check_existing_file(path: Path) -> None:
             raise UserError(f"{path} is not a llm-dissect results database (not SQLite); it was left untouched")
 
 
-def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+def _schema_version(conn: sqlite3.Connection, path: Path) -> int:
+    """The file's schema version (0: empty); a UserError for a file that is not ours or newer."""
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     if tables and "schema_version" not in tables:
         raise UserError(f"{path} is an SQLite file but not a llm-dissect results database; it was left untouched")
-    with conn:
+    row = conn.execute("SELECT version FROM schema_version").fetchone() if tables else None
+    current = row[0] if row else 0
+    if current > SCHEMA_VERSION:
+        raise UserError(f"{path} was written by a newer llm-dissect (schema {current} > {SCHEMA_VERSION})")
+    return current
+
+
+def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+    """Bring the file to SCHEMA_VERSION. Writers that open a new file at once take turns
+    under the write lock (BEGIN IMMEDIATE) and look again, so the tables are made once."""
+    if _schema_version(conn, path) == SCHEMA_VERSION:
+        return  # nothing to write: an up-to-date file opens read-only too
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        current = _schema_version(conn, path)
         conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-        row = conn.execute("SELECT version FROM schema_version").fetchone()
-        current = row[0] if row else 0
-        if current > SCHEMA_VERSION:
-            raise UserError(f"{path} was written by a newer llm-dissect (schema {current} > {SCHEMA_VERSION})")
         for sql in MIGRATIONS[current:]:
             for statement in filter(str.strip, sql.split(";")):
                 conn.execute(statement)
-        if row is None:
-            conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
-        else:
-            conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+        conn.execute("DELETE FROM schema_version")
+        conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def open_store(path: str | os.PathLike | None = None) -> ResultStore:
@@ -142,7 +173,12 @@ def open_store(path: str | os.PathLike | None = None) -> ResultStore:
     Raises UserError for a path that cannot be written, a file that is not ours, or a
     corrupted database; none of these touches the file.
     """
-    path = Path(path) if path is not None else default_db_path()
+    path = path if path is not None else default_db_path()
+    if url := server_url(path):
+        from llmdissect.results.pg_store import open_server_store
+
+        return open_server_store(url)
+    path = Path(path)
     _check_existing_file(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -162,15 +198,23 @@ def open_store(path: str | os.PathLike | None = None) -> ResultStore:
 
 def open_existing(path: str | os.PathLike | None = None) -> ResultStore:
     """Open a store that must already exist (for reading commands)."""
-    path = Path(path) if path is not None else default_db_path()
+    path = path if path is not None else default_db_path()
+    if server_url(path):
+        return open_store(path)  # a server's store is created on first use, like a new file
+    path = Path(path)
     if not path.exists():
         raise UserError(f"results database not found: {path} (run something first, or pass --db)")
     return open_store(path)
 
 
-def check_writable(path: str | os.PathLike | None = None) -> Path:
-    """Fail early (before any long run) when the store cannot be written."""
+def check_writable(path: str | os.PathLike | None = None) -> Path | str:
+    """Fail early (before any long run) when the store cannot be written. Returns the
+    store's file path, or its server URL."""
     store = open_store(path)
+    if not isinstance(store, ResultStore):
+        with store:
+            store.check_writable()
+        return store.url
     try:
         with store._conn:
             store._conn.execute("CREATE TEMP TABLE IF NOT EXISTS _probe (x)")

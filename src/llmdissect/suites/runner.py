@@ -35,6 +35,9 @@ class RunOptions:
     rdzv_endpoint: str | None = None
     """host:port of the c10d rendezvous of a multi-node point (a Slurm job's first node)."""
     node_rank: int = 0
+    records_dir: Path | None = None
+    """Write each record to a per-job file in this folder instead of the store (a job on
+    another host: see results/jobfiles.py); `--resume` then reads this folder."""
 
 
 @dataclass
@@ -52,13 +55,20 @@ def point_key_of(record: RunRecord) -> str | None:
     return (record.config or {}).get("suite_point")
 
 
-def recorded_points(db: Path | None, suite_name: str) -> dict[str, RunRecord]:
-    """The records of this suite in the store, by point key (latest wins). Reads only."""
+def recorded_points(db: Path | None, suite_name: str, records_dir: Path | None = None) -> dict[str, RunRecord]:
+    """The records of this suite in the store, by point key (latest wins). Reads only.
+    With `records_dir` (a job on another host) the job files there are read, not the store."""
     from llmdissect.paths import default_db_path
+    from llmdissect.results.location import server_url
     from llmdissect.results.store import open_store
 
-    path = Path(db) if db is not None else default_db_path()
-    if not path.exists():
+    if records_dir is not None:
+        from llmdissect.results.jobfiles import read_folder
+
+        found = sorted((r for r in read_folder(records_dir) if r.suite == suite_name), key=lambda r: r.started_at)
+        return {k: r for r in found if (k := point_key_of(r))}
+    path = db if db is not None else default_db_path()
+    if not server_url(path) and not Path(path).exists():
         return {}
     with open_store(path) as store:
         return {k: r for r in store.query(suite=suite_name) if (k := point_key_of(r))}
@@ -78,7 +88,7 @@ def make_plan(name_or_path: str, opts: RunOptions) -> Plan:
                 p.work = p.work.model_copy(update={"rdzv_endpoint": opts.rdzv_endpoint})
             elif not p.skip:
                 p.skip = f"runs on {p.work.nnodes} nodes: use --executor slurm (one job across the nodes)"
-    recorded = recorded_points(opts.db, suite.name) if opts.resume else {}
+    recorded = recorded_points(opts.db, suite.name, opts.records_dir) if opts.resume else {}
     if opts.retry_failed:
         recorded = {k: r for k, r in recorded.items() if r.status not in FAILED}
     if opts.force:  # points skipped as too big earlier are run now
@@ -105,8 +115,9 @@ def tag(record: RunRecord, planned: Planned, suite: Suite) -> RunRecord:
     return record
 
 
-def execute(plan: Plan, opts: RunOptions, store_path: Path, on_record=None) -> list[RunRecord]:
-    """Run every point still to do, storing each record as it ends; returns the new records."""
+def execute(plan: Plan, opts: RunOptions, store_path: Path | None, on_record=None) -> list[RunRecord]:
+    """Run every point still to do, storing each record as it ends (in the store, or in a
+    per-job file with `opts.records_dir`); returns the new records."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -117,7 +128,7 @@ def execute(plan: Plan, opts: RunOptions, store_path: Path, on_record=None) -> l
     )
 
     from llmdissect.console import err_console
-    from llmdissect.results.store import open_store
+    from llmdissect.suites.sink import RecordSink
 
     _terminate_on_sigterm()
     todo = plan.todo()
@@ -127,7 +138,8 @@ def execute(plan: Plan, opts: RunOptions, store_path: Path, on_record=None) -> l
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("points, {task.fields[failed]} failed, elapsed"), TimeElapsedColumn(),
                TextColumn("left"), TimeRemainingColumn())
-    with open_store(store_path) as store, Progress(*columns, console=err_console) as progress:
+    sink = RecordSink(store_path, opts.records_dir)
+    with sink, Progress(*columns, console=err_console) as progress:
         task = progress.add_task(f"suite {plan.suite.name}", total=len(plan.items), completed=done_before,
                                  failed=failed)
         for planned in todo:
@@ -143,7 +155,7 @@ def execute(plan: Plan, opts: RunOptions, store_path: Path, on_record=None) -> l
             if not should_store(record, planned, opts.node_rank):
                 progress.update(task, advance=1)
                 continue
-            store.add(tag(record, planned, plan.suite))
+            sink.add(tag(record, planned, plan.suite), planned.key)
             new.append(record)
             failed += record.status in FAILED
             progress.update(task, advance=1, failed=failed)

@@ -43,7 +43,7 @@ def show_plan(plan: Plan, force: bool = False) -> None:
                   f"{len(plan.recorded)} already recorded")
 
 
-def show_outcome(plan: Plan, new: list[RunRecord], db_path) -> None:
+def show_outcome(plan: Plan, new: list[RunRecord], db_path, records_dir=None) -> None:
     by_status: dict[str, int] = {}
     for r in new:
         by_status[r.status] = by_status.get(r.status, 0) + 1
@@ -53,5 +53,9 @@ def show_outcome(plan: Plan, new: list[RunRecord], db_path) -> None:
         console.print(table("Points not ok", ["key", "kind", "status", "reason"], bad, justify_numbers=False))
     summary = ", ".join(f"{n} {s}" for s, n in sorted(by_status.items())) or "nothing to run"
     earlier = f" ({len(plan.recorded)} recorded earlier)" if plan.recorded else ""
+    if records_dir is not None:
+        console.print(f"suite {plan.suite.name}: {summary}{earlier}; records in {records_dir} "
+                      f"(`llmdissect results import {records_dir}` merges them into a store)")
+        return
     console.print(f"suite {plan.suite.name}: {summary}{earlier}; results in {db_path} "
                   f"(`llmdissect results list --suite {plan.suite.name} --db {db_path}`)")

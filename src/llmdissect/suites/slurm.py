@@ -3,11 +3,14 @@
 Why generated scripts and not submitit: a script is a plain, inspectable artefact that a
 user can read, edit (partition, account, modules) and resubmit by hand; it needs no extra
 package and no pickled Python closures, so the compute nodes only need this package
-installed at the same path. Each job runs `llmdissect run SUITE --resume --point KEY`
-itself, so the job records its point exactly like a local run (same isolation, timeout,
-memory limit, statuses) into the one shared store (SQLite in WAL mode with a busy timeout
-takes concurrent writers; the store must be on a file system with working locks, not NFS
-without lockd). A multi-node training point runs `srun` on every node of the allocation:
+installed at the same path. Each job runs `llmdissect run SUITE --resume --point KEY
+--records-dir DIR` itself, so the job runs its point exactly like a local run (same
+isolation, timeout, memory limit, statuses), but it never writes the shared store: SQLite's
+WAL mode needs every writer on one host, and the nodes share at best a network file system.
+The job writes its record to a per-job file in the job folder (written under a temporary
+name and renamed, results/jobfiles.py); dispatching the suite again, or `llmdissect results
+import DIR`, merges the finished files into the store, each record once, even while other
+jobs still run. A multi-node training point runs `srun` on every node of the allocation:
 each node starts torchrun with the c10d rendezvous on the first node, and the node that
 holds global rank 0 writes the record (a failure is written by node 0 only).
 """
@@ -27,14 +30,19 @@ from llmdissect.suites.points import DEFAULT_TIMEOUT_S, Planned
 RDZV_PORT_BASE = 20000
 
 
-def job_script(p: Planned, suite_file: Path, db_path: Path, out_dir: Path, timeout_s: float | None,
+def jobs_dir(suite_name: str, slurm_dir: Path | None) -> Path:
+    """The folder of a suite's job scripts, logs and per-job record files."""
+    return (slurm_dir or Path(f"slurm-{suite_name}")).resolve()
+
+
+def job_script(p: Planned, suite_file: Path, out_dir: Path, timeout_s: float | None,
                max_memory: str | None, extra: list[str]) -> str:
     """The sbatch script of one point."""
     nnodes = int(p.config.get("nnodes", 1)) if p.point.kind in mn.TRAIN_KINDS else 1
     nproc = int(p.config.get("nproc", 1))
     timeout = p.point.timeout_s or timeout_s or DEFAULT_TIMEOUT_S
     minutes = int(timeout // 60) + 10  # the point's own timeout fires first and records `timeout`
-    cmd = [sys.executable, "-m", "llmdissect", "run", str(suite_file), "--db", str(db_path), "--resume",
+    cmd = [sys.executable, "-m", "llmdissect", "run", str(suite_file), "--records-dir", str(out_dir), "--resume",
            "--point", p.key, "--timeout", f"{timeout:g}"]
     if p.point.max_memory or max_memory:
         cmd += ["--max-memory", p.point.max_memory or max_memory]
@@ -58,7 +66,7 @@ def job_script(p: Planned, suite_file: Path, db_path: Path, out_dir: Path, timeo
     return "\n".join(lines) + "\n"
 
 
-def write_scripts(plan, suite_file: Path, db_path: Path, out_dir: Path, timeout_s: float | None,
+def write_scripts(plan, suite_file: Path, out_dir: Path, timeout_s: float | None,
                   max_memory: str | None, extra: list[str]) -> list[Path]:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -67,7 +75,7 @@ def write_scripts(plan, suite_file: Path, db_path: Path, out_dir: Path, timeout_
     scripts = []
     for p in plan.todo():
         path = out_dir / f"point-{p.key}.sbatch"
-        path.write_text(job_script(p, suite_file, db_path, out_dir, timeout_s, max_memory, extra))
+        path.write_text(job_script(p, suite_file, out_dir, timeout_s, max_memory, extra))
         path.chmod(0o755)
         scripts.append(path)
     submit = out_dir / "submit.sh"
@@ -83,8 +91,8 @@ def dispatch(plan, suite_arg: str, db_path: Path, opts, slurm_dir: Path | None, 
     from llmdissect.suites.spec import resolve
 
     suite_file = resolve(suite_arg).resolve()
-    out_dir = (slurm_dir or Path(f"slurm-{plan.suite.name}")).resolve()
-    scripts = write_scripts(plan, suite_file, db_path.resolve(), out_dir, opts.timeout_s, opts.max_memory, extra)
+    out_dir = jobs_dir(plan.suite.name, slurm_dir)
+    scripts = write_scripts(plan, suite_file, out_dir, opts.timeout_s, opts.max_memory, extra)
     jobs: list[str] = []
     sbatch = shutil.which("sbatch")
     if submit and sbatch and scripts:
@@ -101,8 +109,8 @@ def dispatch(plan, suite_arg: str, db_path: Path, opts, slurm_dir: Path | None, 
         return
     console.print(f"{len(scripts)} job script(s) in {out_dir} ({len(plan.recorded)} point(s) already recorded)")
     if jobs:
-        console.print(f"submitted {len(jobs)} job(s): {', '.join(jobs)}; follow them with "
-                      f"`llmdissect run {suite_arg} --plan --resume --db {db_path}`")
+        console.print(f"submitted {len(jobs)} job(s): {', '.join(jobs)}; merge their records as they end with "
+                      f"`llmdissect results import {out_dir} --db {db_path}` (or by running this command again)")
     elif scripts:
         why = "sbatch is not on PATH" if not sbatch else "--no-submit"
         console.print(f"not submitted ({why}); submit with: bash {out_dir / 'submit.sh'}")

@@ -90,3 +90,27 @@ def test_cli_prints_stores_and_refuses_what_does_not_apply(db_path):
                               "--request-rate", "3"), "--request-rate does not apply")
     assert_user_error(run_cli("estimate", "serve", "--model", "llama2-70b", "--hardware", "rtx4090"),
                       "no memory for a KV cache")
+
+
+def test_advise_serve_finds_the_highest_rate_within_the_slo():
+    from llmdissect.analysis.serve_advise import PRECISION, _meets, advise_serve, search_split, splits
+
+    assert splits(8) == [(8, 1), (4, 2), (2, 4), (1, 8)] and splits(6) == [(6, 1), (3, 2)]
+    options = {"model": "llama2-7b", "hardware": "a100", "gpus": 2, "num_prompts": 60, "input_len": 256,
+               "output_len": 32, "slo": "ttft=0.3,tpot=0.03"}
+    found = search_split(options, 2, 1, 0.9)
+    assert found.max_rate_per_s > 0 and _meets(found.metrics, 0.9)
+    above = run_serve_estimate(estimate_request("serve", **{**options, "replicas": 2, "num_prompts": 120,
+                                                            "request_rate": found.max_rate_per_s * PRECISION ** 2}))
+    assert not _meets(above.metrics, 0.9)  # the bracket closed within 2 %
+    best = advise_serve(options, 2, 0.9, usd_per_hour=3.6)
+    assert [(r.replicas, r.tp) for r in best] in ([(2, 1), (1, 2)], [(1, 2), (2, 1)])
+    assert best[0].max_rate_per_s >= best[1].max_rate_per_s
+    # 2 devices at 3.6 USD an hour = 0.002 USD a second, over rate x 32 output tokens a second
+    assert best[0].usd_per_m_output_tokens == pytest.approx(0.002 / (best[0].max_rate_per_s * 32) * 1e6)
+
+
+def test_advise_serve_needs_an_slo():
+    assert_user_error(run_cli("advise", "serve", "--model", "llama2-7b", "--hardware", "a100"), "needs --slo")
+    assert_user_error(run_cli("advise", "serve", "--model", "llama2-7b", "--hardware", "a100", "--slo", "ttft=1",
+                              "--attainment", "1.5"), "--attainment must be in")

@@ -1,6 +1,8 @@
 """`llmdissect advise pretrain|finetune|infer`: search the configuration space with the
 analytical model, drop what does not fit (saying why) and show the Pareto front of
-throughput against memory with the best configurations for a goal."""
+throughput against memory with the best configurations for a goal. `advise serve`: the
+split of the devices into replicas x TP that sustains the highest request rate within an
+SLO, by the serving simulation (analysis.serve_advise)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -57,14 +59,22 @@ def _why(row: dict, plat) -> str:
 
 
 def advise(
-    kind: str = typer.Argument(..., help="pretrain | finetune | infer"),
+    kind: str = typer.Argument(..., help="pretrain | finetune | infer | serve"),
     model: str = typer.Option(..., "--model", help="Model preset, TOML, or config.json."),
     hardware: str = typer.Option(..., "--hardware", help="A device or a platform (8xa800)."),
     gpus: Optional[int] = typer.Option(None, "--gpus", help="Number of devices (default: the platform's)."),
     dtype: Optional[str] = typer.Option(None, "--dtype", help="fp32 | bf16 | fp16."),
     seq: Optional[int] = typer.Option(None, "--seq", help="Training sequence length [2048]."),
-    input_len: int = typer.Option(512, "--input-len", help="Prompt tokens (infer)."),
-    output_len: int = typer.Option(128, "--output-len", help="Generated tokens (infer)."),
+    input_len: int = typer.Option(512, "--input-len", help="Prompt tokens (infer, serve)."),
+    output_len: int = typer.Option(128, "--output-len", help="Generated tokens (infer, serve)."),
+    slo: Optional[str] = typer.Option(None, "--slo", help="serve: the limits a request must meet, e.g. "
+                                      "ttft=0.5,tpot=0.05 (required)."),
+    attainment: float = typer.Option(0.99, "--attainment", help="serve: share of requests that must meet the SLO."),
+    profile: Optional[str] = typer.Option(None, "--profile", help="serve: vllm | vllm-large | sglang | transformers "
+                                          "[vllm on GPUs]."),
+    num_prompts: int = typer.Option(400, "--num-prompts", help="serve: requests each simulated probe sends."),
+    usd_per_hour: Optional[float] = typer.Option(None, "--usd-per-hour", help="serve: price of one device per hour, "
+                                                 "for the cost per million output tokens."),
     goal: str = typer.Option("throughput", "--goal", help="throughput | memory | latency."),
     top: int = typer.Option(10, "--top", help="How many of the best configurations to show."),
     calibration: Optional[Path] = typer.Option(None, "--calibration", help="Calibration profile."),
@@ -80,6 +90,11 @@ def advise(
 
     if top <= 0:
         raise UserError(f"--top must be positive, got {top}")
+    if kind == mn.SERVE:
+        options = {"model": model, "hardware": hardware, "dtype": dtype, "profile": profile,
+                   "num_prompts": num_prompts, "input_len": input_len, "output_len": output_len, "slo": slo}
+        _advise_serve(options, gpus, attainment, usd_per_hour, calibration, json_out)
+        return
     t0 = time.perf_counter()
     space, config, plat = _space(kind, model, hardware, gpus, dtype, seq, input_len, output_len, calibration)
     best = ranking(space, goal)
@@ -103,6 +118,52 @@ def advise(
         print_json(rec.to_dict())
         return
     show_advice(kind, config, goal, summary, rows)
+
+
+def _advise_serve(options: dict, gpus: Optional[int], attainment: float, usd_per_hour: Optional[float],
+                  calibration: Optional[Path], json_out: bool) -> None:
+    import time
+
+    from llmdissect.analysis.serve_advise import advise_serve
+    from llmdissect.specs import resolve_platform
+
+    plat = resolve_platform(options["hardware"], gpus)
+    options = {**options, "gpus": plat.num_devices}
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from llmdissect.console import err_console
+
+    t0 = time.perf_counter()
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err_console, transient=True) as bar:
+        task = bar.add_task("advise serve", total=None)
+
+        def moved(done: int, total: int, name: str) -> None:
+            bar.update(task, completed=done, total=total, description=f"advise serve: {name}")
+
+        results = advise_serve(options, plat.num_devices, attainment, usd_per_hour, calibration, on_split=moved)
+    rows = [r.to_dict() for r in results]
+    if json_out:
+        from llmdissect.results.schema import RunRecord
+
+        config = {**options, "attainment": attainment, "usd_per_hour": usd_per_hour, "kind_estimated": mn.SERVE}
+        print_json(RunRecord(kind=mn.PLAN, source="estimated", config=config,
+                             metrics={"splits": rows, "search_s": time.perf_counter() - t0}).finish("ok").to_dict())
+        return
+    console.print(f"Advice: serve {options['model']} on {plat.num_devices} x {plat.device.name}, "
+                  f"{options['input_len']} + {options['output_len']} tokens a request, SLO {options['slo']} for "
+                  f"{attainment:.0%} of requests ({time.perf_counter() - t0:.1f} s, "
+                  f"{sum(r['probes'] for r in rows)} simulated runs of {options['num_prompts']} requests)")
+    body = [(f"{r['replicas']} x tp {r['tp']}", f"{r['max_rate_per_s']:.3g}/s",
+             human_seconds(r["ttft_p99_s"]) if r["ttft_p99_s"] is not None else "-",
+             human_seconds(r["tpot_p99_s"]) if r["tpot_p99_s"] is not None else "-",
+             human_rate(r[mn.OUTPUT_TOKENS_PER_S], "tok/s") if r[mn.OUTPUT_TOKENS_PER_S] else "-",
+             f"${r['usd_per_m_output_tokens']:.3g}" if r["usd_per_m_output_tokens"] else "-") for r in rows]
+    console.print(table("Highest request rate within the SLO, per split", ["replicas x tp", "max rate", "ttft p99",
+                                                                           "tpot p99", "output tok/s",
+                                                                           "per 1M output tokens"], body))
+    if rows[0]["max_rate_per_s"] <= 0:
+        console.print("[red]no split meets the SLO even at the lowest rate[/]")
 
 
 RESULT_KEYS = (mn.TOTAL_BYTES, "host_bytes", mn.TOKENS_PER_S, mn.STEP_S, mn.TTFT_S, mn.TPOT_S, mn.MFU,

@@ -114,3 +114,15 @@ def test_advise_serve_needs_an_slo():
     assert_user_error(run_cli("advise", "serve", "--model", "llama2-7b", "--hardware", "a100"), "needs --slo")
     assert_user_error(run_cli("advise", "serve", "--model", "llama2-7b", "--hardware", "a100", "--slo", "ttft=1",
                               "--attainment", "1.5"), "--attainment must be in")
+
+
+def test_the_report_draws_the_simulation_beside_runs_that_name_their_server():
+    from llmdissect.report.sections_infer import _simulated, serving
+
+    served = {"model": "llama2-7b", "hardware": "a100", "engine": "vllm"}
+    runs = [_measured({"served": served, "request_rate": rate}) for rate in (2.0, 8.0)]
+    series = _simulated(runs)
+    assert set(series) == {"TTFT p50 simulated", "TPOT p50 simulated"}
+    assert len(series["TTFT p50 simulated"][0]) == 2 and all(v > 0 for v in series["TPOT p50 simulated"][1])
+    assert _simulated([_measured({})]) == {}
+    assert serving(runs) is not None

@@ -77,13 +77,36 @@ def _rate(r: RunRecord) -> float:
     return float("inf") if rate in (None, "inf") else float(rate)
 
 
+def _simulated(group: list[RunRecord]) -> dict[str, tuple[list[float], list[float]]]:
+    """TTFT p50 and TPOT p50 of the simulated runs of the group's loads, against their throughput."""
+    from llmdissect.analysis.serve_estimate import estimate_measured_serve
+    from llmdissect.errors import UserError
+
+    points = []
+    for r in group:
+        if not r.config.get("served"):
+            continue
+        try:
+            m = estimate_measured_serve(r.config, r.metrics).metrics
+        except (UserError, KeyError, TypeError, ValueError):
+            continue
+        points.append((m[mn.REQUEST_THROUGHPUT_PER_S], m[mn.TTFT_S]["median"], m[mn.TPOT_S]["median"]))
+    if not points:
+        return {}
+    x = [p[0] for p in points]
+    return {"TTFT p50 simulated": (x, [p[1] * 1e3 for p in points]),
+            "TPOT p50 simulated": (x, [p[2] * 1e3 for p in points])}
+
+
 def serving(records: list[RunRecord]) -> Section | None:
     runs = [r for r in ok(records, mn.SERVE) if r.metrics.get(mn.REQUEST_THROUGHPUT_PER_S)]
     if not runs:
         return None
     sec = Section("serving", "Serving",
                   "Latency percentiles against achieved throughput, one point per offered request rate "
-                  "(docs/metrics.md: TTFT from sending the request, TPOT per request).")
+                  "(docs/metrics.md: TTFT from sending the request, TPOT per request). Where a run names its "
+                  "server (config.served), the simulation of the same load on that engine (estimate serve) is "
+                  "drawn beside it as 'simulated'.")
     groups: dict[str, list[RunRecord]] = {}
     for r in runs:
         groups.setdefault(f"{r.config.get('model') or r.config.get('server') or 'server'} on {machine(r.env)}",
@@ -99,6 +122,10 @@ def serving(records: list[RunRecord]) -> Section | None:
                 if any(y is not None for y in ys):
                     series[f"{label} {'p50' if q == 'median' else q}"] = (x, [y * 1e3 if y is not None else None
                                                                               for y in ys])
+        tpot = [(r.metrics.get(mn.TPOT_S) or {}).get("median") for r in group]
+        if any(y is not None for y in tpot):
+            series["TPOT p50"] = (x, [y * 1e3 if y is not None else None for y in tpot])
+        series.update(_simulated(group))
         sec.plots.append(plots.lines(f"serve-latency-{gi}", f"Latency against throughput: {name}", series,
                                      xlabel="achieved throughput (requests/s)", ylabel="latency (ms)",
                                      legend_title="percentile"))

@@ -11,9 +11,23 @@ from llmdissect.perfmodel.ceilings import FIXED_COST_KEYS
 def test_the_probe_measures_every_fixed_cost_the_estimator_reads():
     out = measure_overheads("cpu", min_time_s=0.02)
     for key in FIXED_COST_KEYS:
+        if key.startswith("serve_engine"):  # measured by micro.serve_engine, below
+            continue
         assert math.isfinite(out[key]) and out[key] >= 0, (key, out[key])
     assert out["op_fixed_s"] > 0
     # a whole one-token forward runs every layer, so it takes longer than one of them
     assert out["forward_one_token_s"] > out["layer_forward_s"]
     # the per-operator cost is the layer time split over its operators (floats: not bit-exact)
     assert out["op_fixed_s"] * out["layer_ops"] == pytest.approx(out["layer_forward_s"], rel=1e-12)
+
+
+def test_the_serving_engine_probe_times_transformers_own_iterations():
+    from llmdissect.micro.serve_engine import MANY, measure_serve_engine
+
+    out = measure_serve_engine("cpu")
+    for key in ("serve_engine_step_s", "serve_engine_seq_s"):
+        assert key in FIXED_COST_KEYS and math.isfinite(out[key]) and out[key] >= 0, (key, out[key])
+    # an engine iteration runs the model's forward and more; more sequences take longer
+    assert out["serve_iteration_1_s"] > out["serve_forward_1_s"] > 0
+    assert out[f"serve_iteration_{MANY}_s"] > out["serve_iteration_1_s"]
+    assert out["serve_engine_step_s"] == pytest.approx(out["serve_iteration_1_s"] - out["serve_forward_1_s"])

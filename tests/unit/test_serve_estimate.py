@@ -23,8 +23,8 @@ def test_one_request_takes_the_step_models_prefill_then_its_decodes():
                                               input_len=256, output_len=4))
     m = get_model("llama2-7b")
     step = IterationTime(m, machine_for(resolve_platform("a100"), "bf16", {}), 2, 1, wt.layer_read_bytes(m, "none", 2))
-    prefill = step(256, 0, 256 * 256 / 2, 256, 1)
-    decodes = [step(1, 256 + i, 0.0, 0, 1) for i in range(3)]
+    prefill = step(256, 0, 256 * 256 / 2, 256, 1, 1)
+    decodes = [step(1, 256 + i, 0.0, 0, 1, 1) for i in range(3)]
     got = est.metrics
     assert got[mn.TTFT_S]["median"] == pytest.approx(prefill)
     assert got[mn.E2E_LATENCY_S]["median"] == pytest.approx(prefill + sum(decodes))

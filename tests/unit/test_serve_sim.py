@@ -21,8 +21,9 @@ class Steps:
     def __init__(self) -> None:
         self.calls: list[tuple] = []
 
-    def __call__(self, tokens, decode_ctx, prefill_attn, prefill_kv, logits) -> float:
+    def __call__(self, tokens, decode_ctx, prefill_attn, prefill_kv, logits, seqs) -> float:
         self.calls.append((tokens, decode_ctx, prefill_attn, prefill_kv, logits))
+        self.seqs = getattr(self, "seqs", []) + [seqs]
         return 1.0
 
 
@@ -43,7 +44,7 @@ def test_chunked_prefill_shares_the_budget_with_decodes():
     steps = Steps()
     r = simulate([SimRequest(0.0, 3, 2), SimRequest(0.0, 3, 2)], _profile(max_batched_tokens=4), 1000, steps)
     assert _times(r) == [[1.0, 2.0], [2.0, 3.0]]
-    assert [c[0] for c in steps.calls] == [4, 3, 1]
+    assert [c[0] for c in steps.calls] == [4, 3, 1] and steps.seqs == [2, 2, 1]
     assert steps.calls[1][2] == 2 * (1 + 2 / 2)  # B's chunk of 2 after 1 cached position
 
 

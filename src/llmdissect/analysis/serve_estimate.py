@@ -81,7 +81,9 @@ def run_serve_estimate(r: EstimateRequest, calibration=None, model=None,
                         f"({m.max_position_embeddings} positions)")
     slo = parse_slo(r.slo)
     offsets = list(offsets[:n]) if offsets and len(offsets) >= n else _offsets(r, n)
-    step = IterationTime(m, mach, e, r.tp, wt.layer_read_bytes(m, quant, e))
+    c = mach.ceilings
+    engine_measured = sched.name == "transformers" and (c.serve_engine_step_s > 0 or c.serve_engine_seq_s > 0)
+    step = IterationTime(m, mach, e, r.tp, wt.layer_read_bytes(m, quant, e), engine_measured)
     per_replica: list[list[int]] = [list(range(i, n, replicas)) for i in range(replicas)]
     sims = []
     for idx in per_replica:
@@ -100,9 +102,11 @@ def run_serve_estimate(r: EstimateRequest, calibration=None, model=None,
              f"KV cache: {blocks} blocks of {sched.block_size} tokens"
              + (" (the profile's)" if sched.num_blocks else " (what 90 % of the memory holds beside the weights)"),
              "iteration time: the calibrated step model (GEMMs at the batch's rows, attention over the "
-             "contexts, fixed costs), plus the engine's own per-step cost: "
-             + (f"{mach.ceilings.generate_step_s * 1e3:.2f} ms (generate's, measured by peak)"
-                if mach.ceilings.generate_step_s else "none measured (0)")]
+             "contexts, fixed costs), plus the engine's own cost: "
+             + (f"{c.serve_engine_step_s * 1e3:.2f} ms an iteration and {c.serve_engine_seq_s * 1e3:.3f} ms a "
+                f"sequence (transformers' engine, measured by peak)" if engine_measured else
+                f"{c.generate_step_s * 1e3:.2f} ms an iteration (generate's, measured by peak)"
+                if c.generate_step_s else "none measured (0)")]
     return Estimate(mn.SERVE, config, metrics, notes)
 
 

@@ -70,6 +70,11 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         grid = _gemm_grid(device, config, summary["peak_flops_per_s"])
         done[0] += 1
         name = "cpu" if device == "cpu" else torch.cuda.get_device_name(int(device.split(":")[1]))
+        if device == "cpu" and not config["quick"]:  # transformers' serving engine, what serve-local runs
+            from llmdissect.micro.serve_engine import measure_serve_engine
+
+            report(config, done[0], total, f"{device} serving engine")
+            overheads.update(measure_serve_engine(device, config.get("seed", 0)))
         entry = {"device": device, "name": name, **summary, "overheads": overheads, "gemm_grid": grid}
         if device == "cpu":
             theory = pk.theoretical_cpu_peak(torch.get_num_threads())

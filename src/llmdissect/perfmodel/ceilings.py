@@ -71,7 +71,8 @@ def _collective_source(fits: dict, backend: str, n: int) -> str:
     return f"calibration profile: {backend} fits at {n} processes for {', '.join(used)}; defaults for the rest"
 
 
-FIXED_COST_KEYS = ("op_fixed_s", "forward_fixed_s", "generate_step_s", "generate_call_s")
+FIXED_COST_KEYS = ("op_fixed_s", "forward_fixed_s", "generate_step_s", "generate_call_s", "serve_engine_step_s",
+                   "serve_engine_seq_s")
 
 
 def _fixed_costs(kind: str, section: dict[str, Any] | None, sources: dict) -> dict[str, float]:
@@ -87,8 +88,8 @@ def _fixed_costs(kind: str, section: dict[str, Any] | None, sources: dict) -> di
         return {k: measured.get(k, 0.0) for k in FIXED_COST_KEYS}
     if kind == "gpu":
         sources["fixed_costs"] = "kernel launch default (defaults.OP_FIXED_S_GPU); generate's own step not modelled"
-        return {"op_fixed_s": OP_FIXED_S_GPU, "forward_fixed_s": len(MODEL_EDGE_OPS) * OP_FIXED_S_GPU,
-                "generate_step_s": 0.0, "generate_call_s": 0.0}
+        return {**dict.fromkeys(FIXED_COST_KEYS, 0.0), "op_fixed_s": OP_FIXED_S_GPU,
+                "forward_fixed_s": len(MODEL_EDGE_OPS) * OP_FIXED_S_GPU}
     sources["fixed_costs"] = "none: not measured on this machine (run `llmdissect peak`)"
     return dict.fromkeys(FIXED_COST_KEYS, 0.0)
 

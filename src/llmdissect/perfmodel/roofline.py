@@ -37,6 +37,11 @@ class Ceilings:
     generate_call_s: float = 0.0
     """What one `generate` call pays before its first token beyond the prompt's forward
     (set-up of the generation config, processors and cache; the first pick)."""
+    serve_engine_step_s: float = 0.0
+    """What transformers' continuous-batching engine pays per iteration beyond the model
+    (micro.serve_engine; 0 where not measured)."""
+    serve_engine_seq_s: float = 0.0
+    """... and per sequence in the iteration's batch."""
     cache_bytes: float = 0.0
     """A CPU's last-level cache (what `peak` read from sysfs); 0: no reuse between operators
     is counted (GPUs, whose foreach kernels sweep every tensor per operator)."""

@@ -17,10 +17,10 @@ back to the head of the queue and later recomputes its prompt and the tokens it 
 prefix (`prefix_id`, `prefix_len`) are computed once, then reused by later requests while
 cached (a hit skips those tokens' prefill; at least one token is always computed).
 
-An iteration takes `step_time(tokens, decode_ctx, prefill_attn, prefill_kv, logits)` seconds
-(servestep): the tokens it runs, the context the decoding sequences attend to, sum n (c + n/2)
-over the prompt chunks of n tokens after c, sum (c + n) (the keys and values those chunks
-read), and the sequences that produce a token. A sequence's
+An iteration takes `step_time(tokens, decode_ctx, prefill_attn, prefill_kv, logits, seqs)`
+seconds (servestep): the tokens it runs, the context the decoding sequences attend to,
+sum n (c + n/2) over the prompt chunks of n tokens after c, sum (c + n) (the keys and values
+those chunks read), the sequences that produce a token, and the sequences in the batch. A sequence's
 token appears at the end of the iteration that made it: a prompt's first token when its last
 chunk ran, then one per decode iteration.
 """
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from llmdissect.errors import UserError
 from llmdissect.perfmodel.serveprofiles import SchedulerProfile
 
-StepTime = Callable[[int, int, float, int, int], float]
+StepTime = Callable[[int, int, float, int, int, int], float]
 
 
 @dataclass(frozen=True)
@@ -294,7 +294,7 @@ def simulate(requests: list[SimRequest], profile: SchedulerProfile, num_blocks: 
                 prefill_attn += n * (s.computed + n / 2)
                 prefill_kv += s.computed + n
                 logits += s.computed + n >= s.prompt
-        dt = step_time(tokens, decode_ctx, prefill_attn, prefill_kv, logits)
+        dt = step_time(tokens, decode_ctx, prefill_attn, prefill_kv, logits, len(batch))
         eng.t += dt
         out.busy_s += dt
         out.iterations += 1

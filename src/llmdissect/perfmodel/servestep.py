@@ -10,9 +10,10 @@ sequences' new tokens side by side (prefill chunks and one token per decoding se
         + TP all-reduces of the tokens' activations + the engine's own cost per step
 
 with the same calibrated terms as `estimate infer` (layertime, roofline, ceilings). The
-engine's own per-step cost (scheduling, sampling, streaming) is `generate_step_s` from the
-calibration profile where `peak` measured it (the closest measured stand-in: generate's
-per-step cost outside the model), else 0, and the estimate's notes say which.
+engine's own cost (building the batch, sampling, handing tokens to requests) is, for
+transformers' engine, what `peak` measured of it (micro.serve_engine: per iteration and per
+sequence in the batch); else `generate_step_s` per iteration (generate's per-step cost outside
+the model, the closest measured stand-in), else 0; the estimate's notes say which.
 """
 from __future__ import annotations
 
@@ -29,14 +30,18 @@ from llmdissect.specs.models import ModelSpec
 
 
 class IterationTime:
-    """t(tokens, decode_ctx, prefill_attn, prefill_kv, logits) in seconds (servesim.StepTime);
-    GEMM times cached by row count."""
+    """t(tokens, decode_ctx, prefill_attn, prefill_kv, logits, seqs) in seconds
+    (servesim.StepTime); GEMM times cached by row count. `engine_measured`: the engine's own
+    costs are the ones peak measured of transformers' engine."""
 
-    def __init__(self, m: ModelSpec, mach: Machine, e: float, tp: int, layer_weight_bytes: float) -> None:
+    def __init__(self, m: ModelSpec, mach: Machine, e: float, tp: int, layer_weight_bytes: float,
+                 engine_measured: bool = False) -> None:
         self.m, self.mach, self.e, self.tp, self.w = m, mach, e, tp, layer_weight_bytes
         c = mach.ceilings
         self.c = c
-        self.fixed = m.num_layers * layer_fixed_s(c) + c.forward_fixed_s + c.generate_step_s
+        step = c.serve_engine_step_s if engine_measured else c.generate_step_s
+        self.per_seq = c.serve_engine_seq_s if engine_measured else 0.0
+        self.fixed = m.num_layers * layer_fixed_s(c) + c.forward_fixed_s + step
         self.kv_per_token = kvcache.kv_bytes_per_token(m, e) / tp
         self.flops_per_attn_unit = 4 * m.num_layers * m.q_dim / tp  # scores and x V, per query-key pair
         self._rows: dict[int, float] = {}
@@ -62,11 +67,12 @@ class IterationTime:
             self._heads[logits] = t
         return t
 
-    def __call__(self, tokens: int, decode_ctx: int, prefill_attn: float, prefill_kv: int, logits: int) -> float:
+    def __call__(self, tokens: int, decode_ctx: int, prefill_attn: float, prefill_kv: int, logits: int,
+                 seqs: int = 1) -> float:
         attn_flops = self.flops_per_attn_unit * (prefill_attn + decode_ctx)
         attn_bytes = self.kv_per_token * (decode_ctx + prefill_kv)
         return (self._rows_time(tokens) + attention_time_s(self.c, attn_flops, attn_bytes)
-                + self._head_time(logits) + self.fixed)
+                + self._head_time(logits) + self.fixed + self.per_seq * seqs)
 
 
 def kv_blocks_that_fit(m: ModelSpec, mach: Machine, e: float, tp: int, weight_bytes: float, block_size: int,

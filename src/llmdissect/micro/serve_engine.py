@@ -1,0 +1,81 @@
+"""What a continuous-batching engine costs per iteration beyond the model (the child side of
+`peak`, on a CPU): transformers' own engine, the one `serve-local` runs.
+
+Each iteration of transformers' continuous batching (generation/continuous_batching) builds
+the batch's index tensors, runs the model's forward, samples and hands each sequence's token
+to its request, all in Python on the host. Its decode iterations are timed offline
+(`generate_batch` with per-token timestamps, no HTTP) with 1 and with N sequences of the
+probe model, whose own forward of 1 and of N tokens is timed beside them; then
+
+    serve_engine_step_s = t_iteration(1) - t_forward(1)
+    serve_engine_seq_s  = ((t_iteration(N) - t_forward(N)) - serve_engine_step_s) / (N - 1)
+
+are what the iteration costs on top of the model, once and per running sequence. The serving
+simulation adds them to each iteration of the `transformers` profile (perfmodel.servestep).
+Medians of the decode gaps of every request (the first token, the prompt's, is left out).
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+PROBE_MODEL = "debug-llama"
+PROMPT_TOKENS = 16
+NEW_TOKENS = 12
+MANY = 8
+
+
+def _decode_gaps(outputs: dict) -> list[float]:
+    gaps: list[float] = []
+    for out in outputs.values():
+        ts = list(out.timestamps or [])
+        gaps += [b - a for a, b in zip(ts[1:], ts[2:])]
+    return gaps
+
+
+def measure_serve_engine(device: str = "cpu", seed: int = 0) -> dict[str, Any]:
+    """serve_engine_step_s and serve_engine_seq_s (seconds) with the timings they come from."""
+    import time
+
+    import torch
+    from transformers import GenerationConfig
+    from transformers.generation.configuration_utils import ContinuousBatchingConfig
+
+    from llmdissect.modeling import build_model
+    from llmdissect.quiet import quiet_libraries
+    from llmdissect.specs import get_model
+
+    quiet_libraries()
+    spec = get_model(PROBE_MODEL)
+    model = build_model(spec, dtype="fp32", attn="sdpa", device=device, seed=seed).eval()
+    gen = torch.Generator().manual_seed(seed)
+    config = GenerationConfig(max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=-1, pad_token_id=0)
+    cb = ContinuousBatchingConfig(num_blocks=64, max_batch_tokens=256)
+
+    def iteration(n: int) -> float:
+        prompts = [torch.randint(3, spec.vocab_size, (PROMPT_TOKENS,), generator=gen).tolist() for _ in range(n)]
+        out = model.generate_batch(prompts, generation_config=config, continuous_batching_config=cb,
+                                   record_timestamps=True, progress_bar=False)
+        return statistics.median(_decode_gaps(out))
+
+    def forward(n: int) -> float:
+        ids = torch.randint(3, spec.vocab_size, (n, PROMPT_TOKENS), generator=gen)
+        token = torch.randint(3, spec.vocab_size, (n, 1), generator=gen)
+        with torch.no_grad():
+            cache = model(ids, use_cache=True).past_key_values
+            times = []
+            for _ in range(3 + NEW_TOKENS):
+                start = time.perf_counter()
+                model(token, past_key_values=cache, use_cache=True)
+                times.append(time.perf_counter() - start)
+                cache.crop(-1)
+        return statistics.median(times[3:])
+
+    iteration(1)  # the first call sets the engine up
+    t1, tn = iteration(1), iteration(MANY)
+    f1, fn = forward(1), forward(MANY)
+    step = max(0.0, t1 - f1)
+    per_seq = max(0.0, ((tn - fn) - step) / (MANY - 1))
+    return {"serve_engine_step_s": step, "serve_engine_seq_s": per_seq, "serve_iteration_1_s": t1,
+            f"serve_iteration_{MANY}_s": tn, "serve_forward_1_s": f1, f"serve_forward_{MANY}_s": fn,
+            "serve_engine": "transformers"}

@@ -164,43 +164,41 @@ def validate_records(records: list[RunRecord], estimates: list[RunRecord]) -> Va
         except (UserError, KeyError, TypeError) as e:
             v.unpaired.append((r.id, r.kind, f"no estimate: {e}"))
             continue
-        match = made_for.get(r.id) or stored.get(join_key(r.kind, est.config))
-        if match is not None:
-            est_metrics, est_id = match.metrics, match.id
-        else:
-            computed = est.to_record({"calibration": "this machine's profile", "validates": r.id})
-            v.computed.append(computed)
-            est_metrics, est_id = computed.metrics, "computed"
-        for name, (measured_of, predicted_of) in metrics.items():
-            meas, pred = measured_of(r.metrics), predicted_of(est_metrics)
-            if meas and pred is not None:
-                v.pairs.append(Pair(r.id, r.kind, label(r), name, float(meas), float(pred), est_id))
-            elif meas:
-                why = ("no time estimate: no ceilings for this device (run `llmdissect peak`)"
-                       if est_metrics.get("time") is None else "the estimate has no value for it")
-                v.unpredicted.append((r.id, name, why))
+        _compare(r, v, metrics, made_for.get(r.id) or stored.get(join_key(r.kind, est.config)), est)
     return v
+
+
+def _compare(r: RunRecord, v: Validation, metrics: dict, match: RunRecord | None, est) -> None:
+    """Pair `r`'s metrics with the stored estimate `match`, or with `est` computed now (kept in
+    v.computed); a measured metric with no predicted value is listed, not left out."""
+    if match is not None:
+        est_metrics, est_id = match.metrics, match.id
+    else:
+        computed = est.to_record({"calibration": "this machine's profile", "validates": r.id})
+        v.computed.append(computed)
+        est_metrics, est_id = computed.metrics, "computed"
+    for name, (measured_of, predicted_of) in metrics.items():
+        meas, pred = measured_of(r.metrics), predicted_of(est_metrics)
+        if meas and pred is not None:
+            v.pairs.append(Pair(r.id, r.kind, label(r), name, float(meas), float(pred), est_id))
+        elif meas:
+            why = ("no time estimate: no ceilings for this device (run `llmdissect peak`)"
+                   if est_metrics.get("time") is None and r.kind != mn.SERVE else "the estimate has no value for it")
+            v.unpredicted.append((r.id, name, why))
 
 
 def _serve_pairs(r: RunRecord, v: Validation, stored: RunRecord | None) -> None:
     """A serving run against the simulation of its load on the engine it names."""
     from llmdissect.analysis.serve_estimate import estimate_measured_serve
 
-    if stored is not None:
-        est_metrics, est_id = stored.metrics, stored.id
-    else:
+    est = None
+    if stored is None:
         try:
             est = estimate_measured_serve(r.config, r.metrics)
         except (UserError, KeyError, TypeError, ValueError) as e:
             v.unpaired.append((r.id, r.kind, f"no estimate: {e}"))
             return
-        computed = est.to_record({"calibration": "this machine's profile", "validates": r.id})
-        v.computed.append(computed)
-        est_metrics, est_id = computed.metrics, "computed"
-    for name, (measured_of, predicted_of) in SERVE_METRICS.items():
-        meas, pred = measured_of(r.metrics), predicted_of(est_metrics)
-        if meas and pred is not None:
-            v.pairs.append(Pair(r.id, r.kind, label(r), name, float(meas), float(pred), est_id))
+    _compare(r, v, SERVE_METRICS, stored, est)
 
 
 def _comm_pairs(r: RunRecord, v: Validation) -> None:

@@ -87,12 +87,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--out", type=Path, default=HERE.parent / "docs" / "gpu.md")
     ap.add_argument("--budget-s", type=float, default=480.0, help="Stop starting new steps past this.")
+    ap.add_argument("--workdir", type=Path, default=None,
+                    help="Folder for the state, the store and each step's log [a new temporary one].")
     args = ap.parse_args(argv)
     gpus = _gpus()
     if args.device == "cuda" and gpus == 0:
         print("gpu_check: no CUDA device here; run with --device cpu for the CPU version", file=sys.stderr)
         return 2
-    folder = Path(tempfile.mkdtemp(prefix="gpu-check-"))
+    folder = args.workdir or Path(tempfile.mkdtemp(prefix="gpu-check-"))
+    (folder / "logs").mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "LLMDISSECT_HOME": str(folder / "state"), "LLMDISSECT_DB": str(folder / "results.db")}
     t_start, timings = time.perf_counter(), []
     for name, cmd in _steps(args.device, gpus if args.device == "cuda" else 0):
@@ -103,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         try:
             proc = _cli(cmd, env, timeout=left)
+            (folder / "logs" / f"{name}.log").write_text(f"$ llmdissect {' '.join(cmd)}\n{proc.stdout}\n{proc.stderr}")
             outcome = "ok" if proc.returncode == 0 else f"exit {proc.returncode}: " + (
                 proc.stderr.strip().splitlines() or ["?"])[-1][:160]
         except subprocess.TimeoutExpired:

@@ -103,7 +103,7 @@ INFER_TIME_METRICS = (TTFT_S, TPOT_S)
 ESTIMATE_METRICS = (MEMORY, TIME, TOKENS_PER_S, MFU, FITS, MODEL_FLOPS_PER_TOKEN)
 
 # --- Validation: measured against predicted (analysis/validate.py, docs/developing.md) ----
-# training step_time_s ~ time.step_s, tokens_per_s, peak_memory_bytes ~ memory.total_bytes;
+# training step_time_s ~ time.step_s, tokens_per_s, peak_memory_bytes ~ memory.total_bytes - other_bytes;
 # inference ttft_s ~ time.ttft_s, tpot_s ~ time.tpot_s, decode_tokens_per_s, peak_memory_bytes;
 # collectives busbw_bytes_per_s per row.
 VALIDATED_TRAIN = (STEP_TIME_S, TOKENS_PER_S, PEAK_MEMORY_BYTES)

@@ -11,7 +11,8 @@ wins); else one computed here on this machine's calibration profile. An estimate
 for another record of the same configuration is never reused: it was made with the model
 and calibration of its day, and would hide what they predict now. Metrics:
 training `step_time_s` (median), `tokens_per_s`, `peak_memory_bytes` (measured peak of live
-tensors vs the predicted `memory.total_bytes`); inference `ttft_s`, `tpot_s` (medians),
+tensors vs the predicted `memory.total_bytes` less `other_bytes`, the framework allowance the
+measured counters do not see); inference `ttft_s`, `tpot_s` (medians),
 `decode_tokens_per_s`, `peak_memory_bytes`; serving (a run that names its server in
 `config.served`) the medians of TTFT and TPOT and `request_throughput_per_s`, against the
 simulation of its load (analysis.serve_estimate); collectives `busbw_bytes_per_s` per row
@@ -36,6 +37,15 @@ def _median(m: dict, key: str) -> float | None:
     return v.get("median") if isinstance(v, dict) else v
 
 
+def _tensor_bytes(m: dict) -> float | None:
+    """The estimate's tensors: memory.total_bytes less the framework's allowance (the CUDA
+    context and the allocator's slack), which the measured peak of live tensors does not see
+    (torch.cuda.max_memory_allocated, or the CPU's tracker). 0 on a CPU, where it is none."""
+    mem = (m or {}).get(mn.MEMORY) or {}
+    total = mem.get(mn.TOTAL_BYTES)
+    return None if total is None else total - (mem.get(mn.OTHER_BYTES) or 0.0)
+
+
 def _est(path: tuple[str, ...]) -> Callable[[dict], float | None]:
     def get(m: dict) -> float | None:
         for p in path:
@@ -46,12 +56,12 @@ def _est(path: tuple[str, ...]) -> Callable[[dict], float | None]:
 
 TRAIN_METRICS = {mn.STEP_TIME_S: (lambda m: _median(m, mn.STEP_TIME_S), _est((mn.TIME, mn.STEP_S))),
                  mn.TOKENS_PER_S: (lambda m: m.get(mn.TOKENS_PER_S), _est((mn.TOKENS_PER_S,))),
-                 mn.PEAK_MEMORY_BYTES: (lambda m: m.get(mn.PEAK_MEMORY_BYTES), _est((mn.MEMORY, mn.TOTAL_BYTES)))}
+                 mn.PEAK_MEMORY_BYTES: (lambda m: m.get(mn.PEAK_MEMORY_BYTES), _tensor_bytes)}
 INFER_METRICS = {mn.TTFT_S: (lambda m: _median(m, mn.TTFT_S), _est((mn.TIME, mn.TTFT_S))),
                  mn.TPOT_S: (lambda m: _median(m, mn.TPOT_S), _est((mn.TIME, mn.TPOT_S))),
                  mn.DECODE_TOKENS_PER_S: (lambda m: _median(m, mn.DECODE_TOKENS_PER_S),
                                           _est((mn.DECODE_TOKENS_PER_S,))),
-                 mn.PEAK_MEMORY_BYTES: (lambda m: m.get(mn.PEAK_MEMORY_BYTES), _est((mn.MEMORY, mn.TOTAL_BYTES)))}
+                 mn.PEAK_MEMORY_BYTES: (lambda m: m.get(mn.PEAK_MEMORY_BYTES), _tensor_bytes)}
 SERVE_METRICS = {mn.SERVE_TTFT_P50_S: (lambda m: _median(m, mn.TTFT_S), lambda m: _median(m, mn.TTFT_S)),
                  mn.SERVE_TPOT_P50_S: (lambda m: _median(m, mn.TPOT_S), lambda m: _median(m, mn.TPOT_S)),
                  mn.REQUEST_THROUGHPUT_PER_S: (lambda m: m.get(mn.REQUEST_THROUGHPUT_PER_S),

@@ -14,8 +14,12 @@ times `F.linear(x[M, K], W[N, K])` over a grid of (M, K, N) and stores, per poin
   than the cache does in each forward. (A model that fits in the cache runs faster than
   this predicts at small M.)
 - `t_dispatch` is the time of a 1 x 16 x 16 product, what one call costs whatever its size;
-  the estimator adds the measured per-operator fixed cost on top (`op_fixed_s`), so it is
-  taken out here rather than counted twice.
+  on a CPU the estimator adds the measured per-operator fixed cost on top (`op_fixed_s`), so
+  it is taken out here rather than counted twice. On a GPU a loop of calls runs at the
+  slower of the host's launches and the kernels, not their sum (the estimator takes the
+  longer of the two, layertime.launch_bound): nothing is taken out, and the rows reach
+  16384, where a 2048-wide product is no longer launch-bound. (Taking the launch out of a
+  kernel-bound call's time read 1.0 at mid sizes on an H200.)
 - Efficiencies are capped at 1 (a product that is pure dispatch would divide by ~0).
 
 The estimator interpolates log-linearly in M, K and N between the grid's points and holds
@@ -28,6 +32,7 @@ from typing import Any
 
 ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 ROWS_QUICK = (1, 4, 16, 64, 256, 1024)
+ROWS_GPU = (1, 4, 16, 64, 256, 1024, 4096, 16384)
 DIMS = {"cpu": (128, 512, 2048), "cuda": (512, 2048, 8192)}
 """K and N of the grid: on a CPU a 16 M-parameter demo model's 128-1024, a 7B model's 4096
 held at the 2048 edge (large products are near their plateau by then); on a GPU up to a
@@ -69,14 +74,14 @@ def measure_gemm_grid(device: str, quick: bool, peak_flops_per_s: float, cache_b
         tiny = torch.randn(1, 16, generator=gen).to(device=device, dtype=dtype)
         dispatch = timed(tiny, [torch.randn(16, 16, generator=gen).to(device=device, dtype=dtype)])
         stream = max(STREAM_BYTES[kind], 2 * int(cache_bytes or 0))
-        rows, dims = (ROWS_QUICK if quick else ROWS), DIMS[kind]
+        rows, dims = (ROWS_GPU if kind == "cuda" else ROWS_QUICK if quick else ROWS), DIMS[kind]
         eff = [[[0.0] * len(dims) for _ in dims] for _ in rows]
         for j, k in enumerate(dims):
             for n_i, n in enumerate(dims):
                 weights = _weights(n, k, dtype, device, stream, gen)
                 for i, m in enumerate(rows):
                     x = torch.randn(m, k, generator=gen).to(device=device, dtype=dtype)  # [M, K]
-                    net = max(timed(x, weights) - dispatch, 1e-9)
+                    net = max(timed(x, weights) - (dispatch if kind == "cpu" else 0.0), 1e-9)
                     eff[i][j][n_i] = min(1.0, 2 * m * k * n / (net * peak_flops_per_s))
                 del weights
     return {"dtype": DTYPE[kind], "rows": list(rows), "k": list(dims), "n": list(dims), "efficiency": eff,

@@ -147,7 +147,8 @@ def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None =
     cache = float(cache) / shared if isinstance(cache, (int, float)) and cache > 0 else 0.0
     grid = _gemm_grid((section or {}).get("gemm_efficiency_by_shape") if applies else None, dtype, sources)
     ceilings = Ceilings(float(peak) / shared, float(bandwidth) / shared, eff, gemm_efficiency_by_flops=curve,
-                        gemm_grid=grid, cache_bytes=cache, **fixed) if peak and bandwidth else None
+                        gemm_grid=grid, cache_bytes=cache, asynchronous=hw.kind == "gpu", **fixed) \
+        if peak and bandwidth else None
     link = platform.interconnect or hw.link
     backend = "gloo" if hw.kind == "cpu" else "nccl"
     fits = {}

@@ -17,11 +17,12 @@ from llmdissect.perfmodel import flops as fl
 from llmdissect.perfmodel.ceilings import Machine
 from llmdissect.perfmodel.layertime import (
     head_forward_time_s,
+    launch_bound,
     layer_elementwise_time_s,
-    layer_fixed_s,
     layer_forward_time_s,
     layer_gemm_time_s,
 )
+from llmdissect.perfmodel.op_costs import LAYER_FORWARD_OPS
 from llmdissect.perfmodel.roofline import attention_time_s, memory_time_s
 from llmdissect.perfmodel.trainmodel import framework_bytes
 from llmdissect.specs.models import ModelSpec
@@ -62,10 +63,12 @@ def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp,
     head = head_forward_time_s(c, m, b, e, tp, with_loss=0)
     # a concatenating cache rewrites itself to append the step's keys and values
     append = concat * memory_time_s(c, kvcache.cache_append_bytes(m, b, ctx, e, tp))
-    # every layer's operators pay their fixed cost again for each new token, as does generate's own loop
-    fixed = m.num_layers * (layer_fixed_s(c) + layer_elementwise_time_s(c, m, b, e, tp)) + c.generate_step_s
+    # every layer's operators pay their fixed cost again for each new token (launched while the
+    # kernels run on a GPU: the longer of the two), as does generate's own loop
+    kernels = gemm + attn + append + m.num_layers * layer_elementwise_time_s(c, m, b, e, tp)
+    layers = m.num_layers * launch_bound(c, kernels / m.num_layers, len(LAYER_FORWARD_OPS))
     tp_comm = comm.tensor_parallel_comm_s(net, b * m.hidden_size * e, tp, m.num_layers, 1)
-    tpot = gemm + attn + append + head + fixed + tp_comm
+    tpot = layers + head + c.generate_step_s + tp_comm
     e2e = prefill + (n_out - 1) * tpot
     flops = b * n_in * fl.inference_flops_per_token(m, n_in / 2) + b * n_out * fl.inference_flops_per_token(m, ctx)
     return {mn.TIME: {mn.TTFT_S: prefill, mn.TPOT_S: tpot, mn.E2E_LATENCY_S: e2e},

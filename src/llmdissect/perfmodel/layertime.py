@@ -103,16 +103,33 @@ def layer_op_recompute_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_
                             (tokens, k, n / tp))
                 for k, n, _ in redone)
     ops = len(opc.LAYER_FORWARD_OPS) - len(shapes) + len(redone) - (1 - eager)  # the saved ones are not rerun
-    return (gemms + layer_elementwise_time_s(c, m, tokens, e, tp)
-            + eager * layer_attention_time_s(c, m, b, s, e, eager, tp) + ops * c.op_fixed_s)
+    kernels = (gemms + layer_elementwise_time_s(c, m, tokens, e, tp)
+               + eager * layer_attention_time_s(c, m, b, s, e, eager, tp))
+    return launch_bound(c, kernels, ops)
+
+
+def launch_bound(c: Ceilings, kernels_s, ops):
+    """A run of `ops` operators whose kernels take `kernels_s` in all, each costing the fixed
+    `op_fixed_s` to launch: on a CPU the sum (the calling thread does both); on a GPU the
+    longer of the two, as the host queues kernels while earlier ones run (a layer of small
+    kernels is launch-bound, a layer of large ones hides its launches)."""
+    fixed = ops * c.op_fixed_s
+    if c.asynchronous:
+        return kernels_s + (fixed - kernels_s) * (fixed > kernels_s)
+    return kernels_s + fixed
+
+
+def layer_kernels_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1):
+    """One layer's forward kernels: GEMMs + attention core + element-wise operators, each at
+    its roofline (no fixed costs)."""
+    tokens = b * s
+    return (layer_gemm_time_s(c, m, tokens, e, weight_bytes, tp) + layer_attention_time_s(c, m, b, s, e, eager, tp)
+            + layer_elementwise_time_s(c, m, tokens, e, tp))
 
 
 def layer_forward_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1):
-    """One layer's forward: GEMMs + attention core + element-wise operators, each at its
-    roofline, plus the fixed cost of each of its operators."""
-    tokens = b * s
-    return (layer_gemm_time_s(c, m, tokens, e, weight_bytes, tp) + layer_attention_time_s(c, m, b, s, e, eager, tp)
-            + layer_elementwise_time_s(c, m, tokens, e, tp) + layer_fixed_s(c))
+    """One layer's forward: its kernels and the fixed cost of each of its operators (launch_bound)."""
+    return launch_bound(c, layer_kernels_time_s(c, m, b, s, e, eager, weight_bytes, tp), len(opc.LAYER_FORWARD_OPS))
 
 
 def head_forward_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1, with_loss=1):

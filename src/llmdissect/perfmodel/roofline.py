@@ -50,6 +50,10 @@ class Ceilings:
     gemm_grid: tuple = ()
     """Measured efficiency of a product of M rows, K inputs and N outputs (`peak`,
     micro.gemm_grid): (rows, k, n, efficiency[i][j][l]); () where not measured."""
+    asynchronous: bool = False
+    """Operators are queued to the device and run while the host launches the next ones (a
+    GPU): a run of them takes the longer of their kernels and their launches, not the sum
+    (layertime.launch_bound). A CPU's operators run in the calling thread: the sum."""
     gemm_peak_scale: float = 1.0
     """GEMMs run at this multiple of `peak_flops_per_s` (FP8 weights and activations on a
     device whose FP8 peak is twice its bf16 one: 2); attention and the rest do not."""

@@ -21,10 +21,11 @@ from llmdissect.perfmodel import comm, kvcache
 from llmdissect.perfmodel.ceilings import Machine
 from llmdissect.perfmodel.layertime import (
     head_forward_time_s,
+    launch_bound,
     layer_elementwise_time_s,
-    layer_fixed_s,
     layer_gemm_time_s,
 )
+from llmdissect.perfmodel.op_costs import LAYER_FORWARD_OPS
 from llmdissect.perfmodel.roofline import attention_time_s
 from llmdissect.specs.models import ModelSpec
 
@@ -41,20 +42,19 @@ class IterationTime:
         self.c = c
         step = c.serve_engine_step_s if engine_measured else c.generate_step_s
         self.per_seq = c.serve_engine_seq_s if engine_measured else 0.0
-        self.fixed = m.num_layers * layer_fixed_s(c) + c.forward_fixed_s + step
+        self.fixed = c.forward_fixed_s + step
         self.kv_per_token = kvcache.kv_bytes_per_token(m, e) / tp
         self.flops_per_attn_unit = 4 * m.num_layers * m.q_dim / tp  # scores and x V, per query-key pair
         self._rows: dict[int, float] = {}
         self._heads: dict[int, float] = {}
 
     def _rows_time(self, tokens: int) -> float:
+        """One layer's GEMMs and element-wise kernels at this many rows (no fixed costs)."""
         t = self._rows.get(tokens)
         if t is None:
             m, c = self.m, self.c
-            t = m.num_layers * (layer_gemm_time_s(c, m, tokens, self.e, self.w, self.tp)
-                                + layer_elementwise_time_s(c, m, tokens, self.e, self.tp))
-            t += comm.tensor_parallel_comm_s(self.mach.network, tokens * m.hidden_size * self.e, self.tp,
-                                             m.num_layers, 1)
+            t = (layer_gemm_time_s(c, m, tokens, self.e, self.w, self.tp)
+                 + layer_elementwise_time_s(c, m, tokens, self.e, self.tp))
             self._rows[tokens] = t
         return t
 
@@ -71,7 +71,11 @@ class IterationTime:
                  seqs: int = 1) -> float:
         attn_flops = self.flops_per_attn_unit * (prefill_attn + decode_ctx)
         attn_bytes = self.kv_per_token * (decode_ctx + prefill_kv)
-        return (self._rows_time(tokens) + attention_time_s(self.c, attn_flops, attn_bytes)
+        m = self.m
+        per_layer = self._rows_time(tokens) + attention_time_s(self.c, attn_flops, attn_bytes) / m.num_layers
+        tp_comm = comm.tensor_parallel_comm_s(self.mach.network, tokens * m.hidden_size * self.e, self.tp,
+                                              m.num_layers, 1)
+        return (m.num_layers * launch_bound(self.c, per_layer, len(LAYER_FORWARD_OPS)) + tp_comm
                 + self._head_time(logits) + self.fixed + self.per_seq * seqs)
 
 

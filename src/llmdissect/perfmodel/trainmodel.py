@@ -20,9 +20,9 @@ from llmdissect.perfmodel import op_costs as opc
 from llmdissect.perfmodel.ceilings import Machine
 from llmdissect.perfmodel.layertime import (
     head_forward_time_s,
+    launch_bound,
     layer_attention_time_s,
-    layer_fixed_s,
-    layer_forward_time_s,
+    layer_kernels_time_s,
     layer_op_recompute_time_s,
     model_param_tensors,
 )
@@ -76,14 +76,15 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     c, net = mach.ceilings, mach.network
     layers = m.num_layers / pp
     tokens = b * s
-    t_layer = layer_forward_time_s(c, m, b, s, e, eager, layer_weight_bytes, tp)
+    t_kernels = layer_kernels_time_s(c, m, b, s, e, eager, layer_weight_bytes, tp)
+    t_layer = launch_bound(c, t_kernels, len(opc.LAYER_FORWARD_OPS))
     t_head = head_forward_time_s(c, m, tokens, e, tp)
     fwd = layers * t_layer + t_head
     # backward: activation gradients (1x forward) + weight gradients (1x) unless the base is frozen
     t_adapters = lora * 6 * tokens * lora_params / shard_div(tp, pp) / (c.peak_flops_per_s * c.efficiency["gemm"])
     # each operator's backward is one autograd node: it pays the fixed cost once, not twice
-    fixed = layers * layer_fixed_s(c)
-    bwd = (2 - lora) * (fwd - fixed) + fixed + t_adapters
+    bwd = layers * launch_bound(c, (2 - lora) * t_kernels, len(opc.LAYER_FORWARD_OPS)) + (2 - lora) * t_head \
+        + t_adapters
     # selective recomputation redoes only the attention core; "op" the GEMMs it did not save
     recompute = (rc == 2) * layers * t_layer + (rc == 1) * layers * layer_attention_time_s(c, m, b, s, e, eager, tp) \
         + (rc == 3) * layers * layer_op_recompute_time_s(c, m, b, s, e, eager, layer_weight_bytes, tp)

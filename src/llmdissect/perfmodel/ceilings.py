@@ -128,6 +128,8 @@ def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None =
         if isinstance(table, dict) and table:  # the device's own section wins over the top level
             eff.update({k: _efficiency(v, k) for k, v in table.items() if k in eff})
             sources["efficiency"] = "calibration profile"
+    if hw.kind == "cpu" and "weights" not in (hw.efficiency or {}):
+        eff["weights"] = eff["memory"]  # a CPU's GEMMs stream at its measured grid, or as its element-wise ops
     peak = hw.peak(dtype)
     bandwidth = hw.memory_bandwidth_bytes_per_s
     if applies and section:

@@ -11,12 +11,17 @@ GPUs: large GEMMs reach 60-80 % of the dense peak (NVIDIA's cuBLAS notes; Megatr
 from __future__ import annotations
 
 # Operator classes used by the roofline (perfmodel.roofline): each operator belongs to one.
-OP_CLASSES = ("gemm", "attention", "memory", "comm", "host_link")
+OP_CLASSES = ("gemm", "attention", "memory", "weights", "comm", "host_link")
 
 DEFAULT_EFFICIENCY: dict[str, float] = {
     "gemm": 0.70,        # fraction of the dense matmul peak reached by large GEMMs
     "attention": 0.50,   # fused attention kernels (sdpa / flash); eager attention is gemm + memory
     "memory": 0.80,      # fraction of the memory bandwidth reached by element-wise kernels
+    # fraction of the memory bandwidth a GEMM reaches streaming its weights (decode's skinny
+    # products): on an H200, a 1 x 8192 x 8192 bf16 product read its 128 MiB at 3.29 TB/s,
+    # 0.685 of the 4.8 TB/s datasheet (this project's gpu_check, docs/gpu.md, 2026-12-04;
+    # the copy kernel reached 0.89). A CPU's measured GEMM grid holds its own.
+    "weights": 0.685,
     "comm": 0.80,        # fraction of the link bandwidth reached by large ring collectives
     "host_link": 0.80,   # fraction of the PCIe bandwidth reached by offload copies
 }

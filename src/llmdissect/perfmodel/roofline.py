@@ -124,13 +124,15 @@ def op_time_s(flops, nbytes, flops_per_s, bytes_per_s):
 
 
 def gemm_time_s(c: Ceilings, flops, nbytes, shape=None):
-    """A matrix multiply: compute-bound at large sizes, weight-read-bound at batch 1 decode.
+    """A matrix multiply: compute-bound at large sizes, weight-read-bound at batch 1 decode
+    (its reads at the `weights` efficiency of the bandwidth, defaults.DEFAULT_EFFICIENCY).
     Given its (M, K, N) `shape` and a measured grid, the grid's time already holds the
     weight's read from memory (micro.gemm_grid streams it), so the memory side is only the
     measured bandwidth itself, a floor no product goes below."""
     if c.grid_applies(shape):
         return op_time_s(flops, nbytes, c.gemm_flops_per_s(flops, shape), c.memory_bandwidth_bytes_per_s)
-    return op_time_s(flops, nbytes, c.gemm_flops_per_s(flops), c.bytes_per_s())
+    stream = c.memory_bandwidth_bytes_per_s * c.efficiency.get("weights", c.efficiency["memory"])
+    return op_time_s(flops, nbytes, c.gemm_flops_per_s(flops), stream)
 
 
 def attention_time_s(c: Ceilings, flops, nbytes):

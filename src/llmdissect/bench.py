@@ -225,8 +225,10 @@ def serve(*, base_url: str, model: str | None = None, endpoint: str = "completio
           dataset: str | os.PathLike[str] | None = None, tokenizer: str | os.PathLike[str] | None = None,
           request_rate: float | str = math.inf, burstiness: float = 1.0, max_concurrency: int | None = None,
           arrivals: str | os.PathLike[str] | None = None, sweep_rates: str | Sequence[float] | None = None,
-          slo: str | Mapping[str, float] | None = None, server_kind: str = "auto", seed: int = 0,
-          timeout_s: float = 300.0, api_key: str | None = None,
+          slo: str | Mapping[str, float] | None = None, server_kind: str = "auto", turns: int = 1,
+          think_time_s: float = 0.0, shared_prefixes: int = 0, prefix_len: int = 64, prefix_fraction: float = 1.0,
+          trace: str | os.PathLike[str] | None = None, trace_format: str = "auto", time_scale: float = 1.0,
+          trace_block_tokens: int = 512, seed: int = 0, timeout_s: float = 300.0, api_key: str | None = None,
           save_arrivals: str | os.PathLike[str] | None = None, store: bool = True,
           db: DbArg = None) -> list[RunRecord]:
     """Measure an OpenAI-compatible server under load, as `llmdissect bench serve`.
@@ -234,6 +236,9 @@ def serve(*, base_url: str, model: str | None = None, endpoint: str = "completio
     The options are the command's. `request_rate` is requests/s (Poisson, gamma with
     `burstiness`) or inf; `sweep_rates` (a list or "1,2,inf") runs one measurement per rate;
     `slo` is {"ttft": 0.5, "tpot": 0.05} or "ttft=0.5,tpot=0.05" (seconds) for goodput;
+    `turns`/`think_time_s` make multi-turn sessions, `shared_prefixes`/`prefix_len`/
+    `prefix_fraction` a shared-prefix load, `trace` (with `trace_format`, `time_scale`,
+    `trace_block_tokens`) replays a trace file (docs/serving.md);
     `api_key` (default: $OPENAI_API_KEY) is sent as a bearer token and never stored;
     `save_arrivals` writes the realised send offsets of the last rate to that file.
 
@@ -252,6 +257,7 @@ def serve(*, base_url: str, model: str | None = None, endpoint: str = "completio
 
     from llmdissect.config import parse_config
     from llmdissect.workloads.serve.loadgen import API_KEY_ENV
+    from llmdissect.workloads.serve.plan import preflight
     from llmdissect.workloads.serve.record import serve_record
     from llmdissect.workloads.serve.serve_config import ServeConfig
 
@@ -269,7 +275,11 @@ def serve(*, base_url: str, model: str | None = None, endpoint: str = "completio
                            request_rate=rate,
                            burstiness=burstiness, max_concurrency=max_concurrency,
                            arrivals=str(arrivals) if arrivals else None, seed=seed, server_kind=server_kind, slo=slos,
-                           timeout_s=timeout_s)
+                           timeout_s=timeout_s, turns=turns, think_time_s=think_time_s,
+                           shared_prefixes=shared_prefixes, prefix_len=prefix_len, prefix_fraction=prefix_fraction,
+                           trace=str(trace) if trace else None, trace_format=trace_format, time_scale=time_scale,
+                           trace_block_tokens=trace_block_tokens)
+        preflight(cfg)
         record, bad_input = serve_record(cfg, api_key=key)
         if save_arrivals and record.metrics.get("send_offsets_s"):
             Path(save_arrivals).write_text(json.dumps({"send_offsets_s": record.metrics["send_offsets_s"]}))

@@ -62,6 +62,18 @@ def bench_serve(
     sweep_rates: Optional[str] = typer.Option(None, help="Comma-separated rates: one record per rate."),
     slo: Optional[str] = typer.Option(None, help="SLOs for goodput, seconds: ttft=0.5,tpot=0.05"),
     server_kind: str = typer.Option("auto", help="auto (probe), vllm, sglang, llamacpp, transformers, openai."),
+    turns: int = typer.Option(1, min=1, help="Turns per session; >1: --num-prompts sessions, each turn sending "
+                              "the whole conversation so far plus a new --input-len message."),
+    think_time_s: float = typer.Option(0.0, min=0, help="Seconds between an answer and the session's next turn."),
+    shared_prefixes: int = typer.Option(0, min=0, help="Distinct shared system prompts (0: none)."),
+    prefix_len: int = typer.Option(64, min=1, help="Tokens of each shared prefix."),
+    prefix_fraction: float = typer.Option(1.0, min=0, max=1, help="Fraction of requests that carry a shared "
+                                          "prefix (exactly, rounded)."),
+    trace: Optional[Path] = typer.Option(None, help="Replay a trace file: its arrival times and lengths "
+                                         "(Mooncake JSONL, Azure CSV, BurstGPT CSV; first --num-prompts rows)."),
+    trace_format: str = typer.Option("auto", help="auto, mooncake, azure or burstgpt."),
+    time_scale: float = typer.Option(1.0, min=0, help="Trace gaps times this: 1 as recorded, 0.5 twice as fast."),
+    trace_block_tokens: int = typer.Option(512, min=1, help="Prompt tokens per Mooncake hash id."),
     seed: int = typer.Option(0, help="Seed of prompts and arrivals."),
     timeout_s: float = typer.Option(300.0, help="Per-request time limit, seconds."),
     api_key: Optional[str] = typer.Option(None, envvar="OPENAI_API_KEY", show_envvar=True, show_default=False,
@@ -80,6 +92,7 @@ def bench_serve(
     from llmdissect.workloads.serve.arrivals import parse_rates
     from llmdissect.workloads.serve.client import SERVER_KINDS
     from llmdissect.workloads.serve.metrics import parse_slo
+    from llmdissect.workloads.serve.plan import preflight
     from llmdissect.workloads.serve.record import ProgressBar, serve_record
     from llmdissect.workloads.serve.serve_config import ENDPOINTS, ServeConfig
 
@@ -99,7 +112,11 @@ def bench_serve(
                            dataset=str(dataset) if dataset else None,
                            tokenizer=str(tokenizer) if tokenizer else None, request_rate=rate, burstiness=burstiness,
                            max_concurrency=max_concurrency, arrivals=str(arrivals) if arrivals else None, seed=seed,
-                           server_kind=server_kind, slo=slos, timeout_s=timeout_s)
+                           server_kind=server_kind, slo=slos, timeout_s=timeout_s, turns=turns,
+                           think_time_s=think_time_s, shared_prefixes=shared_prefixes, prefix_len=prefix_len,
+                           prefix_fraction=prefix_fraction, trace=str(trace) if trace else None,
+                           trace_format=trace_format, time_scale=time_scale, trace_block_tokens=trace_block_tokens)
+        preflight(cfg)
         label = f"rate {'inf' if math.isinf(rate) else f'{rate:g}'}/s"
         with ProgressBar(f"serve {label}", num_prompts) as bar:
             record, bad_input = serve_record(cfg, api_key=api_key, on_done=bar.update)

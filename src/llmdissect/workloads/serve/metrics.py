@@ -38,6 +38,15 @@ class RequestResult:
     """usage | tokenizer | chunks."""
     requested_output_len: int | None = None
     input_len: int | None = None
+    cached_tokens: int | None = None
+    """usage.prompt_tokens_details.cached_tokens, where the server reports it."""
+    session: int | None = None
+    """Multi-turn runs: the session and the turn (from 0) this request was."""
+    turn: int | None = None
+    prefix_id: int | None = None
+    """Shared-prefix loads: which shared prefix the prompt started with."""
+    sent_prompt: Any = None
+    """The prompt or messages sent (kept in memory for checks, never stored)."""
 
     @property
     def tpot_s(self) -> float | None:
@@ -138,6 +147,16 @@ def _stats(values: list[float]) -> dict[str, Any] | None:
     return Stats.of(values).to_dict() if values else None
 
 
+def prefix_cache(done: Sequence[RequestResult]) -> dict[str, Any]:
+    """Prefix-cache hit rate = cached prompt tokens / prompt tokens, over the completed requests
+    whose `usage` reported cached tokens (OpenAI's prompt_tokens_details.cached_tokens)."""
+    told = [r for r in done if r.cached_tokens is not None and r.prompt_tokens]
+    if not told:
+        return {mn.PREFIX_CACHE_HIT_RATE: None, "prefix_cache_reported": False}
+    hit = sum(r.cached_tokens or 0 for r in told) / sum(r.prompt_tokens or 0 for r in told)
+    return {mn.PREFIX_CACHE_HIT_RATE: hit, "prefix_cache_reported": True, "prefix_cache_requests": len(told)}
+
+
 def summarize(results: Sequence[RequestResult], duration_s: float, slo: dict[str, float]) -> dict[str, Any]:
     """The metrics of a run from its requests (docs/metrics.md, "Inference")."""
     done = [r for r in results if r.ok]
@@ -170,6 +189,7 @@ def summarize(results: Sequence[RequestResult], duration_s: float, slo: dict[str
         "output_len_mismatched": len(mismatched),
         "output_lens": [r.output_tokens for r in done],
     }
+    m.update(prefix_cache(done))
     if slo:
         m["slo"] = slo
         good = sum(1 for r in done if meets_slo(r, slo))

@@ -1,0 +1,96 @@
+"""Multi-turn sessions, shared prefixes and trace replay against a real `transformers serve`
+on 127.0.0.1 (debug-llama, one server for the module); token counts are the server's `usage`."""
+import asyncio
+
+import pytest
+from serve_helpers import start_debug_server
+
+from conftest import assert_user_error, run_cli
+from llmdissect.results import open_store
+from llmdissect.workloads.serve.loadgen import ServeConfig, run_async
+from llmdissect.workloads.serve.prompts import Tok
+from llmdissect.workloads.serve.traces import SAMPLE_FILES, read_trace, trace_offsets
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = start_debug_server(tmp_path_factory.mktemp("serve-log"))
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def _run(server, **kw):
+    out = asyncio.run(run_async(ServeConfig(base_url=server.base_url, **kw)))
+    assert out.metrics["failed"] == 0, out.metrics["errors"]
+    return out
+
+
+def test_three_turn_sessions_carry_the_whole_history(server):
+    tok = Tok(server.folder)
+    out = _run(server, num_prompts=2, turns=3, input_len=12, output_len=6, request_rate=20.0, think_time_s=0.05)
+    assert len(out.results) == 6 and out.metrics["completed"] == 6
+    for s in range(2):
+        turns = [r for r in out.results if r.session == s]
+        assert [r.turn for r in turns] == [0, 1, 2]
+        for prev, r in zip(turns, turns[1:]):
+            # the prompt is the previous prompt, the server's answer to it, and a new message
+            assert r.sent_prompt["prompt"].startswith(prev.sent_prompt["prompt"] + prev.text)
+            assert r.send_offset_s >= prev.send_offset_s + prev.e2e_s + 0.05 - 1e-3  # after answer + think time
+        # ...and the server counted the whole of it
+        assert [r.prompt_tokens for r in turns] == [tok.count(r.sent_prompt["prompt"]) for r in turns]
+        assert turns[0].prompt_tokens == 12
+        assert turns[2].prompt_tokens >= turns[1].prompt_tokens + 12 >= turns[0].prompt_tokens + 24
+    assert out.metrics["prefix_cache_hit_rate"] is None and out.metrics["prefix_cache_reported"] is False
+
+
+def test_chat_sessions_send_the_answers_as_assistant_messages(server):
+    out = _run(server, endpoint="chat", num_prompts=1, turns=3, input_len=8, output_len=4, shared_prefixes=1,
+               prefix_len=16)
+    t0, t1, t2 = out.results
+    roles = [m["role"] for m in t2.sent_prompt["messages"]]
+    assert roles == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert [m["content"] for m in t2.sent_prompt["messages"]][2::2] == [t0.text, t1.text]
+    assert t0.prompt_tokens < t1.prompt_tokens < t2.prompt_tokens
+
+
+def test_shared_prefix_load_sends_exactly_the_fraction(server):
+    out = _run(server, num_prompts=10, input_len=12, output_len=2, shared_prefixes=2, prefix_len=24,
+               prefix_fraction=0.3, request_rate=50.0)
+    prefixed = [r for r in out.results if r.prefix_id is not None]
+    assert len(prefixed) == 3 and {r.prefix_id for r in prefixed} == {0, 1}
+    # the server's own token counts: 24 + 12 with a prefix, 12 without
+    assert sorted(r.prompt_tokens for r in out.results) == [12] * 7 + [36] * 3
+    texts = {r.prefix_id: r.sent_prompt["prompt"][:60] for r in prefixed}
+    assert all(r.sent_prompt["prompt"].startswith(texts[r.prefix_id]) for r in prefixed)
+
+
+@pytest.mark.parametrize("fmt", sorted(SAMPLE_FILES))
+def test_trace_samples_replay_with_recorded_gaps_and_lengths(server, fmt):
+    _, rows = read_trace(SAMPLE_FILES[fmt])
+    out = _run(server, trace=str(SAMPLE_FILES[fmt]), trace_block_tokens=16, time_scale=1.0)
+    recorded = trace_offsets(rows, 1.0)
+    sent = out.metrics["send_offsets_s"]
+    assert len(sent) == len(rows) == 12
+    assert max(abs(a - b) for a, b in zip(recorded, sent)) < 0.010  # within 10 ms of the recorded times
+    assert [r.prompt_tokens for r in out.results] == [max(r.input_len, 1) for r in rows]
+    assert [r.requested_output_len for r in out.results] == [max(r.output_len, 1) for r in rows]
+    assert out.config_extra["trace_format_read"] == fmt
+
+
+def test_malformed_trace_is_exit_2_and_nothing_stored(server, tmp_path):
+    bad = tmp_path / "t.jsonl"
+    bad.write_text('{"timestamp": 0, "input_length": 4, "output_length": 2}\n{"timestamp": 5, "input_length": }\n')
+    unknown = tmp_path / "t.csv"
+    unknown.write_text("when,prompt_tokens,answer_tokens\n0,4,2\n")
+    db = tmp_path / "r.db"
+    for f, fragment in ((bad, "line 2 is not JSON"), (unknown, "match no known format")):
+        proc = run_cli("bench", "serve", "--base-url", server.base_url, "--trace", str(f), "--db", str(db),
+                       timeout=60)
+        assert_user_error(proc, fragment)
+    if db.exists():  # the command may have opened the store; it holds no record
+        with open_store(db) as store:
+            assert store.query() == []

@@ -228,7 +228,10 @@ def serve(*, base_url: str, model: str | None = None, endpoint: str = "completio
           slo: str | Mapping[str, float] | None = None, server_kind: str = "auto", turns: int = 1,
           think_time_s: float = 0.0, shared_prefixes: int = 0, prefix_len: int = 64, prefix_fraction: float = 1.0,
           trace: str | os.PathLike[str] | None = None, trace_format: str = "auto", time_scale: float = 1.0,
-          trace_block_tokens: int = 512, seed: int = 0, timeout_s: float = 300.0, api_key: str | None = None,
+          trace_block_tokens: int = 512, find_max_rate: bool = False, find_max_concurrency: bool = False,
+          search_start: float = 1.0, search_low: float = 0.05, search_high: float = 1024.0,
+          search_precision: float = 0.1, warmup_requests: int = 5, max_probes: int = 16,
+          seed: int = 0, timeout_s: float = 300.0, api_key: str | None = None,
           save_arrivals: str | os.PathLike[str] | None = None, store: bool = True,
           db: DbArg = None) -> list[RunRecord]:
     """Measure an OpenAI-compatible server under load, as `llmdissect bench serve`.
@@ -238,7 +241,9 @@ def serve(*, base_url: str, model: str | None = None, endpoint: str = "completio
     `slo` is {"ttft": 0.5, "tpot": 0.05} or "ttft=0.5,tpot=0.05" (seconds) for goodput;
     `turns`/`think_time_s` make multi-turn sessions, `shared_prefixes`/`prefix_len`/
     `prefix_fraction` a shared-prefix load, `trace` (with `trace_format`, `time_scale`,
-    `trace_block_tokens`) replays a trace file (docs/serving.md);
+    `trace_block_tokens`) replays a trace file; `find_max_rate` / `find_max_concurrency` search
+    the capacity that meets `slo`'s targets (with the `search_*`, `warmup_requests` and
+    `max_probes` settings) and return its one record (docs/serving.md);
     `api_key` (default: $OPENAI_API_KEY) is sent as a bearer token and never stored;
     `save_arrivals` writes the realised send offsets of the last rate to that file.
 
@@ -256,6 +261,8 @@ def serve(*, base_url: str, model: str | None = None, endpoint: str = "completio
     from pathlib import Path
 
     from llmdissect.config import parse_config
+    from llmdissect.workloads.serve.capacity import CapacitySearch, search_over
+    from llmdissect.workloads.serve.capacity_run import capacity_record
     from llmdissect.workloads.serve.loadgen import API_KEY_ENV
     from llmdissect.workloads.serve.plan import preflight
     from llmdissect.workloads.serve.record import serve_record
@@ -280,6 +287,12 @@ def serve(*, base_url: str, model: str | None = None, endpoint: str = "completio
                            trace=str(trace) if trace else None, trace_format=trace_format, time_scale=time_scale,
                            trace_block_tokens=trace_block_tokens)
         preflight(cfg)
+        if find_max_rate or find_max_concurrency:
+            over = search_over(find_max_rate, find_max_concurrency, sweep_rates)
+            search_cfg = parse_config(CapacitySearch, over=over, search_start=search_start, search_low=search_low,
+                                      search_high=search_high, search_precision=search_precision,
+                                      warmup_requests=warmup_requests, max_probes=max_probes)
+            return [_done(capacity_record(cfg, search_cfg, api_key=key), store, db_path, False)]
         record, bad_input = serve_record(cfg, api_key=key)
         if save_arrivals and record.metrics.get("send_offsets_s"):
             Path(save_arrivals).write_text(json.dumps({"send_offsets_s": record.metrics["send_offsets_s"]}))

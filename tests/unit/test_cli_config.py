@@ -57,7 +57,12 @@ CASES = {
                                      for k in GRID_FIELDS}),
     "bench serve": Case(ServeConfig, {**RUN, "sweep_rates": "one run per rate, each with its request_rate",
                                       "api_key": "sent as a bearer token, never stored",
-                                      "save_arrivals": "a file the realised send offsets are written to"},
+                                      "save_arrivals": "a file the realised send offsets are written to",
+                                      "find_max_rate": "a capacity search over the rate (CapacitySearch.over)",
+                                      "find_max_concurrency": "a capacity search over concurrency (CapacitySearch)",
+                                      **{k: "a field of workloads.serve.capacity.CapacitySearch"
+                                         for k in ("search_start", "search_low", "search_high", "search_precision",
+                                                   "warmup_requests", "max_probes")}},
                         cli_default={"request_rate": float, "slo": parse_slo}),
     "bench comm": Case(CommRequest, {**RUN, "profile": "stores the fits in the calibration profile",
                                      **{h: "hidden test hook, passed in CommRequest.hooks" for h in COMM_HOOK_OPTIONS}},

@@ -11,10 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import llmdissect.metric_names as mn
-from llmdissect.errors import UserError
 from llmdissect.measure.stats import Stats
-
-SLO_KEYS = {"ttft": mn.TTFT_S, "tpot": mn.TPOT_S, "e2e": mn.E2E_LATENCY_S, "itl": mn.ITL_S}
 
 
 @dataclass
@@ -110,20 +107,10 @@ def request_itls(r: RequestResult) -> list[float]:
 
 
 def parse_slo(text: str | None) -> dict[str, float]:
-    """`ttft=0.5,tpot=0.05` -> {"ttft_s": 0.5, "tpot_s": 0.05} (seconds)."""
-    slo: dict[str, float] = {}
-    for part in (text or "").split(","):
-        if not part.strip():
-            continue
-        key, _, value = part.partition("=")
-        key = key.strip().lower().removesuffix("_s")
-        if key not in SLO_KEYS:
-            raise UserError(f"unknown SLO {key!r}; use {', '.join(SLO_KEYS)} (seconds), e.g. ttft=0.5,tpot=0.05")
-        try:
-            slo[SLO_KEYS[key]] = float(value)
-        except ValueError:
-            raise UserError(f"SLO {key} needs a number of seconds, got {value!r}") from None
-    return slo
+    """`ttft=0.5,tpot_p99=0.05` or a preset's name -> limits in seconds (workloads/serve/slo.py)."""
+    from llmdissect.workloads.serve.slo import parse_slo as parse
+
+    return parse(text)
 
 
 def meets_slo(r: RequestResult, slo: dict[str, float]) -> bool:
@@ -131,8 +118,11 @@ def meets_slo(r: RequestResult, slo: dict[str, float]) -> bool:
     every SLO given. A metric the request has no value for (tpot of a 1-token answer) is met."""
     if not r.ok:
         return False
+    from llmdissect.workloads.serve.slo import split_key
+
     values = {mn.TTFT_S: r.ttft_s, mn.TPOT_S: r.tpot_s, mn.E2E_LATENCY_S: r.e2e_s}
-    for key, limit in slo.items():
+    for target, limit in slo.items():
+        key = split_key(target)[0]  # a percentile target is a per-request limit for goodput
         if key == mn.ITL_S:
             if any(x > limit for x in request_itls(r)):
                 return False

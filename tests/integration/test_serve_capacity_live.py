@@ -1,0 +1,65 @@
+"""`bench serve --find-max-rate` against a real `transformers serve` of tiny-llama on 127.0.0.1:
+the verdict is a rate whose probe met the SLO with a probe above it that did not; bad SLO
+strings and unmeetable brackets are one line, exit 2, nothing stored."""
+import json
+
+import pytest
+from serve_helpers import start_tiny_server
+
+from conftest import assert_user_error, run_cli
+from llmdissect.results import open_store
+
+pytestmark = pytest.mark.slow
+
+LOAD = ["--num-prompts", "20", "--input-len", "128", "--output-len", "16"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = start_tiny_server(tmp_path_factory.mktemp("serve-log"))
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def _stored(db):
+    if not db.exists():
+        return []
+    with open_store(db) as store:
+        return store.query()
+
+
+def test_find_max_rate_ends_between_a_passing_and_a_failing_probe(server, tmp_path):
+    db = tmp_path / "r.db"
+    proc = run_cli("bench", "serve", "--base-url", server.base_url, *LOAD, "--find-max-rate",
+                   "--slo", "ttft_p99=0.3,tpot_p99=0.1", "--warmup-requests", "4", "--search-start", "4",
+                   "--search-high", "256", "--search-precision", "0.25", "--json", "--db", str(db), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rec = json.loads(proc.stdout)
+    search = rec["metrics"]["capacity_search"]
+    probes = {p["value"]: p for p in search["probes"]}
+    capacity, failing = search["capacity"], search["first_failing"]
+    assert rec["metrics"]["capacity_request_rate_per_s"] == capacity < failing
+    assert probes[capacity]["passed"] and not probes[failing]["passed"]
+    assert probes[capacity]["steady"]["ttft_s_p99"] <= 0.3 and probes[capacity]["steady"]["tpot_s_p99"] <= 0.1
+    assert probes[failing]["why"]
+    assert search["converged"] == ((failing - capacity) / failing <= 0.25)
+    assert all(p["completed"] == 20 for p in search["probes"])  # every probe: the full count
+    assert rec["config"]["request_rate"] == capacity and rec["config"]["capacity_search"]["warmup_requests"] == 4
+    assert [r.id for r in _stored(db)] == [rec["id"]]
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--find-max-rate", "--slo", "ttft_p99=fast"], "needs a number"),
+    (["--find-max-rate", "--slo", "latency_p99=1"], "does not parse"),
+    (["--find-max-rate"], "needs --slo"),
+    (["--find-max-rate", "--find-max-concurrency", "--slo", "ttft_p99=1"], "one at a time"),
+    (["--find-max-rate", "--slo", "ttft_p99=0.0001", "--search-start", "8", "--search-low", "8"],
+     "not met even at 8"),
+])
+def test_bad_searches_are_exit_2_and_store_nothing(server, tmp_path, args, fragment):
+    db = tmp_path / "r.db"
+    proc = run_cli("bench", "serve", "--base-url", server.base_url, *LOAD, *args, "--db", str(db), timeout=120)
+    assert_user_error(proc, fragment)
+    assert _stored(db) == []

@@ -231,7 +231,7 @@ def serve(*, base_url: str, model: str | None = None, endpoint: str = "completio
           trace_block_tokens: int = 512, find_max_rate: bool = False, find_max_concurrency: bool = False,
           search_start: float = 1.0, search_low: float = 0.05, search_high: float = 1024.0,
           search_precision: float = 0.1, warmup_requests: int = 5, max_probes: int = 16,
-          seed: int = 0, timeout_s: float = 300.0, api_key: str | None = None,
+          usd_per_hour: float | None = None, seed: int = 0, timeout_s: float = 300.0, api_key: str | None = None,
           save_arrivals: str | os.PathLike[str] | None = None, store: bool = True,
           db: DbArg = None) -> list[RunRecord]:
     """Measure an OpenAI-compatible server under load, as `llmdissect bench serve`.
@@ -243,7 +243,8 @@ def serve(*, base_url: str, model: str | None = None, endpoint: str = "completio
     `prefix_fraction` a shared-prefix load, `trace` (with `trace_format`, `time_scale`,
     `trace_block_tokens`) replays a trace file; `find_max_rate` / `find_max_concurrency` search
     the capacity that meets `slo`'s targets (with the `search_*`, `warmup_requests` and
-    `max_probes` settings) and return its one record (docs/serving.md);
+    `max_probes` settings) and return its one record (docs/serving.md); `usd_per_hour` adds
+    the cost per million input and output tokens;
     `api_key` (default: $OPENAI_API_KEY) is sent as a bearer token and never stored;
     `save_arrivals` writes the realised send offsets of the last rate to that file.
 
@@ -285,7 +286,7 @@ def serve(*, base_url: str, model: str | None = None, endpoint: str = "completio
                            timeout_s=timeout_s, turns=turns, think_time_s=think_time_s,
                            shared_prefixes=shared_prefixes, prefix_len=prefix_len, prefix_fraction=prefix_fraction,
                            trace=str(trace) if trace else None, trace_format=trace_format, time_scale=time_scale,
-                           trace_block_tokens=trace_block_tokens)
+                           trace_block_tokens=trace_block_tokens, usd_per_hour=usd_per_hour)
         preflight(cfg)
         if find_max_rate or find_max_concurrency:
             over = search_over(find_max_rate, find_max_concurrency, sweep_rates)

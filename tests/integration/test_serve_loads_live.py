@@ -59,7 +59,11 @@ def test_chat_sessions_send_the_answers_as_assistant_messages(server):
 
 def test_shared_prefix_load_sends_exactly_the_fraction(server):
     out = _run(server, num_prompts=10, input_len=12, output_len=2, shared_prefixes=2, prefix_len=24,
-               prefix_fraction=0.3, request_rate=50.0)
+               prefix_fraction=0.3, request_rate=50.0, usd_per_hour=3.6)
+    m = out.metrics  # 3.6 USD/hour is 0.001 USD a second, charged to each kind of token
+    assert m["usd_per_million_output_tokens"] == pytest.approx(0.001 * m["duration_s"] / m["output_tokens"] * 1e6)
+    assert m["usd_per_million_input_tokens"] == pytest.approx(0.001 * m["duration_s"] / m["input_tokens"] * 1e6)
+    assert ("energy_j" in m) != bool(m.get("energy_not_measured"))  # measured, or the record says why not
     prefixed = [r for r in out.results if r.prefix_id is not None]
     assert len(prefixed) == 3 and {r.prefix_id for r in prefixed} == {0, 1}
     # the server's own token counts: 24 + 12 with a prefix, 12 without

@@ -71,6 +71,8 @@ def bench_serve(
     trace_format: str = typer.Option("auto", help="auto, mooncake, azure or burstgpt."),
     time_scale: float = typer.Option(1.0, min=0, help="Trace gaps times this: 1 as recorded, 0.5 twice as fast."),
     trace_block_tokens: int = typer.Option(512, min=1, help="Prompt tokens per Mooncake hash id."),
+    usd_per_hour: Optional[float] = typer.Option(None, min=0, help="Price of the serving hardware, USD/hour: "
+                                                 "the record states USD per million input and output tokens."),
     seed: int = typer.Option(0, help="Seed of prompts and arrivals."),
     timeout_s: float = typer.Option(300.0, help="Per-request time limit, seconds."),
     api_key: Optional[str] = typer.Option(None, envvar="OPENAI_API_KEY", show_envvar=True, show_default=False,
@@ -116,7 +118,8 @@ def bench_serve(
                            server_kind=server_kind, slo=slos, timeout_s=timeout_s, turns=turns,
                            think_time_s=think_time_s, shared_prefixes=shared_prefixes, prefix_len=prefix_len,
                            prefix_fraction=prefix_fraction, trace=str(trace) if trace else None,
-                           trace_format=trace_format, time_scale=time_scale, trace_block_tokens=trace_block_tokens)
+                           trace_format=trace_format, time_scale=time_scale, trace_block_tokens=trace_block_tokens,
+                           usd_per_hour=usd_per_hour)
         preflight(cfg)
         if over:
             search_cfg = parse_config(CapacitySearch, over=over, search_start=search_start, search_low=search_low,

@@ -32,6 +32,17 @@ def show_run(record) -> None:
     elif record.config.get("shared_prefixes") or (record.config.get("turns") or 1) > 1:
         console.print("prefix cache hit rate: not reported by the server (no cached_tokens in usage)")
 
+    if m.get(mn.USD_PER_MILLION_OUTPUT_TOKENS) is not None:
+        console.print(f"cost at {m['usd_per_hour']:g} USD/hour: {m[mn.USD_PER_MILLION_INPUT_TOKENS]:.4g} USD per "
+                      f"million input tokens, {m[mn.USD_PER_MILLION_OUTPUT_TOKENS]:.4g} USD per million output "
+                      f"tokens (each charged the whole run)")
+    if m.get(mn.ENERGY_J) is not None:
+        per = m.get(mn.ENERGY_J_PER_OUTPUT_TOKEN)
+        console.print(f"energy {m[mn.ENERGY_J]:.4g} J ({'+'.join(m['energy_sources'])}, this machine)"
+                      + (f", {per:.4g} J per output token" if per is not None else ""))
+    elif m.get("energy_not_measured"):
+        console.print(f"energy: not measured ({m['energy_not_measured']})")
+
 
 def show_capacity(record) -> None:
     """Every probe in the order run, then the verdict."""

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import llmdissect.metric_names as mn
+from llmdissect.measure.energy import EnergyMeter
+from llmdissect.workloads.cost import serving_cost
 from llmdissect.workloads.serve import arrivals, client, metrics, prompts
 from llmdissect.workloads.serve.plan import Plan, build_plan
 from llmdissect.workloads.serve.serve_config import ENDPOINTS, ServeConfig
@@ -151,6 +154,8 @@ async def run_async(cfg: ServeConfig, api_key: str | None = None,
         n_starts = len(plan.sessions) if plan.sessions else len(results)
         warm = min(len(results), cfg.max_concurrency or len(results), MAX_WARM_CONNECTIONS)
         await _warm_connections(session, base + "/v1/models", headers, warm)
+        meter = EnergyMeter()
+        meter.start()
         cpu0 = time.process_time()
         start = time.perf_counter()
         tasks = []
@@ -159,6 +164,7 @@ async def run_async(cfg: ServeConfig, api_key: str | None = None,
             tasks.append(asyncio.ensure_future(conversation(i) if plan.sessions else send(results[i], bodies[i])))
         await asyncio.gather(*tasks)
         cpu_s = time.process_time() - cpu0
+        joules = meter.stop()
     sent = sorted(r.send_offset_s for r in results if r.ok or not (r.error or "").startswith("turn "))
     duration = (max(done_at) - sent[0]) if done_at and sent else 0.0
     m = metrics.summarize(results, duration, cfg.slo)
@@ -169,6 +175,12 @@ async def run_async(cfg: ServeConfig, api_key: str | None = None,
         "send_offsets_s": [r.send_offset_s for r in results],
         "scheduled_offsets_s": list(plan.offsets[:n_starts]),
     })
+    m.update(serving_cost(cfg.usd_per_hour, "--usd-per-hour", duration, m["input_tokens"], m["output_tokens"]))
+    if joules is None:
+        m["energy_not_measured"] = meter.why_not
+    else:
+        m.update({mn.ENERGY_J: joules, "energy_sources": meter.sources,
+                  mn.ENERGY_J_PER_OUTPUT_TOKEN: joules / m["output_tokens"] if m["output_tokens"] else None})
     extra = {"model": model, "warm_connections": warm, "sent_fields": sorted(extras),
              "fixed_output_len": "ignore_eos" in extras,
              "output_tokens_counted_by": m["output_tokens_source"], "tokenizer": tok.path if tok else None,

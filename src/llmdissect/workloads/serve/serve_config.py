@@ -75,6 +75,8 @@ class ServeConfig(BaseModel):
     """Which fields fix the output length: auto (probe), vllm, sglang, llamacpp, transformers, openai."""
     slo: dict[str, float] = Field(default_factory=dict)
     """Service-level objectives for goodput, seconds ({"ttft_s": 0.5, "tpot_s": 0.05})."""
+    usd_per_hour: Optional[float] = Field(None, gt=0)
+    """Price of the serving hardware, USD per hour, for the cost per million tokens; None: no cost."""
     timeout_s: float = 300.0
     """Per-request time limit, seconds."""
 

@@ -34,7 +34,8 @@ def test_find_max_rate_ends_between_a_passing_and_a_failing_probe(server, tmp_pa
     db = tmp_path / "r.db"
     proc = run_cli("bench", "serve", "--base-url", server.base_url, *LOAD, "--find-max-rate",
                    "--slo", "ttft_p99=0.3,tpot_p99=0.1", "--warmup-requests", "4", "--search-start", "4",
-                   "--search-high", "256", "--search-precision", "0.25", "--json", "--db", str(db), timeout=300)
+                   "--search-high", "256", "--search-precision", "0.25", "--usd-per-hour", "2", "--json",
+                   "--db", str(db), timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rec = json.loads(proc.stdout)
     search = rec["metrics"]["capacity_search"]
@@ -48,6 +49,14 @@ def test_find_max_rate_ends_between_a_passing_and_a_failing_probe(server, tmp_pa
     assert all(p["completed"] == 20 for p in search["probes"])  # every probe: the full count
     assert rec["config"]["request_rate"] == capacity and rec["config"]["capacity_search"]["warmup_requests"] == 4
     assert [r.id for r in _stored(db)] == [rec["id"]]
+    assert rec["metrics"]["usd_per_million_output_tokens"] > 0  # the passing probe's cost at 2 USD/hour
+    # the report's serving section: goodput and the SLO targets against the rate, the capacity, the cost
+    out = tmp_path / "report"
+    run_cli("report", "--db", str(db), "--out", str(out), "--no-estimate-missing", check=True, timeout=240)
+    html = (out / "report.html").read_text()
+    assert 'data-section="serving-capacity"' in html and 'data-plot="capacity-goodput-0"' in html
+    assert 'data-plot="capacity-slo-0"' in html and "SLO ttft_s_p99 &lt;= 0.3 s" in html
+    assert f"{capacity:.4g} requests/s meets" in html and "USD per M output tokens" in html
 
 
 @pytest.mark.parametrize("args, fragment", [

@@ -78,7 +78,8 @@ def _rate(r: RunRecord) -> float:
 
 
 def serving(records: list[RunRecord]) -> Section | None:
-    runs = [r for r in ok(records, mn.SERVE) if r.metrics.get(mn.REQUEST_THROUGHPUT_PER_S)]
+    runs = [r for r in ok(records, mn.SERVE) if r.metrics.get(mn.REQUEST_THROUGHPUT_PER_S)
+            and "capacity_search" not in r.metrics]  # a search's record has its own section (sections_serving)
     if not runs:
         return None
     sec = Section("serving", "Serving",

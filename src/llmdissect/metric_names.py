@@ -57,6 +57,7 @@ CAPACITY_REQUEST_RATE_PER_S = "capacity_request_rate_per_s"  # highest probed ra
 CAPACITY_CONCURRENCY = "capacity_concurrency"  # highest probed concurrency cap meeting every SLO target
 USD_PER_MILLION_INPUT_TOKENS = "usd_per_million_input_tokens"  # usd_per_hour * duration / 3600 / input tokens * 1e6
 USD_PER_MILLION_OUTPUT_TOKENS = "usd_per_million_output_tokens"  # likewise, over output tokens
+USD_PER_MILLION_TRAINING_TOKENS = "usd_per_million_training_tokens"  # usd_per_hour / 3600 / tokens_per_s * 1e6
 ENERGY_J = "energy_j"  # RAPL packages + NVML GPUs of this machine over the timed region
 ENERGY_J_PER_OUTPUT_TOKEN = "energy_j_per_output_token"  # energy_j / output tokens
 PREFILL_TOKENS_PER_S = "prefill_tokens_per_s"  # offline: prompt tokens / timed prefill
@@ -68,6 +69,7 @@ SERVE_METRICS = (TTFT_S, TPOT_S, ITL_S, E2E_LATENCY_S, DURATION_S, REQUEST_THROU
                  TOTAL_TOKENS_PER_S, GOODPUT_PER_S, PREFIX_CACHE_HIT_RATE,
                  CAPACITY_REQUEST_RATE_PER_S, CAPACITY_CONCURRENCY, USD_PER_MILLION_INPUT_TOKENS,
                  USD_PER_MILLION_OUTPUT_TOKENS, ENERGY_J, ENERGY_J_PER_OUTPUT_TOKEN)
+COST_METRICS = (USD_PER_MILLION_INPUT_TOKENS, USD_PER_MILLION_OUTPUT_TOKENS, USD_PER_MILLION_TRAINING_TOKENS)
 
 # --- Operators: each row of an ops record (docs/metrics.md "Operators (ops)") -------------
 TIME_S = "time_s"  # Stats: one call of the operator (a collective's row too)

@@ -62,6 +62,11 @@ def show_point(record: Any) -> None:
                   f"({m.get('peak_memory_scope')}), peak RSS {human_bytes(m.get(mn.PEAK_RSS_BYTES))}")
     for line in hardware_lines(m):
         console.print(line)
+    if m.get(mn.USD_PER_MILLION_OUTPUT_TOKENS) is not None:
+        console.print(f"Cost at {m['usd_per_hour']:g} USD/hour ({m['usd_per_hour_source']}): "
+                      f"{m.get(mn.USD_PER_MILLION_INPUT_TOKENS) or 0:.4g} USD per million input tokens at the "
+                      f"prefill rate, {m[mn.USD_PER_MILLION_OUTPUT_TOKENS]:.4g} per million output tokens at the "
+                      f"decode rate")
 
 
 def grid_table(records: list[Any]):

@@ -6,6 +6,13 @@ import llmdissect.metric_names as mn
 from llmdissect.console import console, human_seconds, table
 
 
+def _count(config: dict) -> str:
+    turns = config.get("turns") or 1
+    if turns > 1:
+        return f"{config.get('num_prompts')} sessions of {turns} turns"
+    return f"{config.get('num_prompts')} requests" + (f" from trace {config['trace']}" if config.get("trace") else "")
+
+
 def show_run(record) -> None:
     m = record.metrics
     rows = []
@@ -16,7 +23,7 @@ def show_run(record) -> None:
     console.print(f"serve {record.id}: {record.config.get('model')} /v1/{record.config.get('endpoint')} "
                   f"({'streamed' if record.config.get('stream') else 'not streamed'}), rate {rate}/s, "
                   f"concurrency {record.config.get('max_concurrency') or 'unlimited'}, "
-                  f"{record.config.get('num_prompts')} requests")
+                  f"{_count(record.config)}")
     console.print(table(None, ["metric", "mean", "median", "p90", "p99"], rows))
     good = f", goodput {m[mn.GOODPUT_PER_S]:.3g} req/s" if m.get(mn.GOODPUT_PER_S) is not None else ""
     console.print(f"completed {m['completed']}, failed {m['failed']} in {m[mn.DURATION_S]:.2f} s: "

@@ -72,3 +72,19 @@ def test_bad_searches_are_exit_2_and_store_nothing(server, tmp_path, args, fragm
     proc = run_cli("bench", "serve", "--base-url", server.base_url, *LOAD, *args, "--db", str(db), timeout=120)
     assert_user_error(proc, fragment)
     assert _stored(db) == []
+
+
+def test_find_max_concurrency_ends_between_neighbours(server):
+    from llmdissect.workloads.serve.capacity import CapacitySearch
+    from llmdissect.workloads.serve.capacity_run import capacity_record
+    from llmdissect.workloads.serve.serve_config import ServeConfig
+
+    base = ServeConfig(base_url=server.base_url, num_prompts=16, input_len=64, output_len=16,
+                       slo={"ttft_s_p99": 0.1})  # p99 TTFT grows about 15 ms per request in flight here
+    rec = capacity_record(base, CapacitySearch(over="concurrency", search_start=2, warmup_requests=2))
+    search = rec.metrics["capacity_search"]
+    probes = {p["value"]: p for p in search["probes"]}
+    assert search["converged"] and search["first_failing"] - search["capacity"] == 1
+    assert probes[search["capacity"]]["passed"] and not probes[search["first_failing"]]["passed"]
+    assert rec.metrics["capacity_concurrency"] == search["capacity"] == rec.config["max_concurrency"]
+    assert rec.config["request_rate"] == "inf"

@@ -64,10 +64,11 @@ def test_zero_lengths_are_sent_as_one(tok):
     ("b.csv", "Timestamp,Model,Request tokens,Response tokens\n1.0,gpt,five,2\n", "whole number"),
     ("e.csv", "", "match no known format"),
     ("h.csv", "Timestamp,Model,Request tokens,Response tokens\n", "no requests"),
+    ("z.csv", b"\x1f\x8b\x08\x00\xff\xfe", "not UTF-8"),
 ])
 def test_malformed_traces_are_one_user_error(tmp_path, name, text, fragment):
     f = tmp_path / name
-    f.write_text(text)
+    f.write_bytes(text if isinstance(text, bytes) else text.encode())
     with pytest.raises(UserError) as e:
         read_trace(f)
     assert fragment.lower() in str(e.value).lower() and "\n" not in str(e.value)
@@ -80,3 +81,9 @@ def test_a_named_format_needs_its_columns(tmp_path):
         read_trace(SAMPLE_FILES["burstgpt"], "sharegpt")
     with pytest.raises(UserError, match="cannot read"):
         read_trace(tmp_path / "missing.jsonl")
+
+
+def test_a_byte_order_mark_is_read_past(tmp_path):
+    f = tmp_path / "b.csv"
+    f.write_bytes(b"\xef\xbb\xbf" + SAMPLE_FILES["burstgpt"].read_bytes())
+    assert read_trace(f) == read_trace(SAMPLE_FILES["burstgpt"])

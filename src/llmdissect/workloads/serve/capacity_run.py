@@ -40,6 +40,10 @@ def capacity_record(base: ServeConfig, search_cfg: CapacitySearch, api_key: str 
     if search_cfg.warmup_requests >= base.num_prompts:
         raise UserError(f"--num-prompts {base.num_prompts} must exceed --warmup-requests "
                         f"{search_cfg.warmup_requests}")
+    if search_cfg.over == "concurrency" and search_cfg.search_high > base.num_prompts:
+        # a cap above the number of requests limits nothing: every such probe is the same run
+        search_cfg = search_cfg.model_copy(update={"search_high": float(base.num_prompts),
+                                                   "search_start": min(search_cfg.search_start, base.num_prompts)})
     outcomes: dict[float, object] = {}
 
     def run_probe(value: float) -> Probe:

@@ -134,9 +134,11 @@ def read_trace(path: Path, fmt: str = "auto") -> tuple[str, list[TraceRow]]:
     if fmt not in FORMATS:
         raise UserError(f"--trace-format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8-sig")  # spreadsheet exports start with a BOM
     except OSError as e:
         raise UserError(f"cannot read trace {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"trace {path} is not UTF-8 text (JSON Lines or CSV)") from None
     if fmt == "mooncake" or (fmt == "auto" and text.lstrip().startswith("{")):
         fmt, rows = "mooncake", _mooncake(path, text)
     else:

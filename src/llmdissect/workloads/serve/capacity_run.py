@@ -17,7 +17,7 @@ from llmdissect.errors import UserError
 from llmdissect.measure.env import capture_env
 from llmdissect.results.schema import RunRecord
 from llmdissect.workloads.serve.capacity import CapacitySearch, Probe, search, steady_check
-from llmdissect.workloads.serve.loadgen import run_async
+from llmdissect.workloads.serve.loadgen import RunOutcome, run_async
 from llmdissect.workloads.serve.serve_config import ServeConfig
 from llmdissect.workloads.serve.slo import describe
 
@@ -44,7 +44,7 @@ def capacity_record(base: ServeConfig, search_cfg: CapacitySearch, api_key: str 
         # a cap above the number of requests limits nothing: every such probe is the same run
         search_cfg = search_cfg.model_copy(update={"search_high": float(base.num_prompts),
                                                    "search_start": min(search_cfg.search_start, base.num_prompts)})
-    outcomes: dict[float, object] = {}
+    outcomes: dict[float, RunOutcome] = {}
 
     def run_probe(value: float) -> Probe:
         out = asyncio.run(run_async(probe_config(base, search_cfg, value), api_key=api_key))

@@ -57,10 +57,7 @@ def parse_slo(text: str | None) -> dict[str, float]:
             continue
         key, eq, value = part.partition("=")
         key = key.strip().lower()
-        name, stat = key, None
-        for s in STATS:
-            if key.endswith("_" + s):
-                name, stat = key[:-len(s) - 1], s
+        name, stat = split_key(key)
         name = name.removesuffix("_s")
         if name not in SLO_KEYS or not eq:
             raise UserError(f"SLO {part.strip()!r} does not parse; {_example()}")

@@ -60,6 +60,7 @@ USD_PER_MILLION_OUTPUT_TOKENS = "usd_per_million_output_tokens"  # likewise, ove
 USD_PER_MILLION_TRAINING_TOKENS = "usd_per_million_training_tokens"  # usd_per_hour / 3600 / tokens_per_s * 1e6
 ENERGY_J = "energy_j"  # RAPL packages + NVML GPUs of this machine over the timed region
 ENERGY_J_PER_OUTPUT_TOKEN = "energy_j_per_output_token"  # energy_j / output tokens
+ENERGY_J_PER_TRAINING_TOKEN = "energy_j_per_training_token"  # energy_j / tokens of the timed steps
 PREFILL_TOKENS_PER_S = "prefill_tokens_per_s"  # offline: prompt tokens / timed prefill
 DECODE_TOKENS_PER_S = "decode_tokens_per_s"  # offline: generated tokens / timed decode steps
 KV_CACHE_BYTES = "kv_cache_bytes"  # the cache tensors actually allocated (also memory.kv_cache_bytes)
@@ -69,7 +70,9 @@ SERVE_METRICS = (TTFT_S, TPOT_S, ITL_S, E2E_LATENCY_S, DURATION_S, REQUEST_THROU
                  TOTAL_TOKENS_PER_S, GOODPUT_PER_S, PREFIX_CACHE_HIT_RATE,
                  CAPACITY_REQUEST_RATE_PER_S, CAPACITY_CONCURRENCY, USD_PER_MILLION_INPUT_TOKENS,
                  USD_PER_MILLION_OUTPUT_TOKENS, ENERGY_J, ENERGY_J_PER_OUTPUT_TOKEN)
-COST_METRICS = (USD_PER_MILLION_INPUT_TOKENS, USD_PER_MILLION_OUTPUT_TOKENS, USD_PER_MILLION_TRAINING_TOKENS)
+COST_METRICS = (USD_PER_MILLION_INPUT_TOKENS, USD_PER_MILLION_OUTPUT_TOKENS, USD_PER_MILLION_TRAINING_TOKENS,
+                ENERGY_J, ENERGY_J_PER_OUTPUT_TOKEN, ENERGY_J_PER_TRAINING_TOKEN)
+"""Cost and energy per token (workloads/cost.py, measure/energy.py), for serve, infer and training."""
 
 # --- Operators: each row of an ops record (docs/metrics.md "Operators (ops)") -------------
 TIME_S = "time_s"  # Stats: one call of the operator (a collective's row too)

@@ -104,3 +104,12 @@ def _shipped(name):
     from llmdissect.specs.hardware import _data
 
     return next(p for p in _data("hardware").glob("*.toml") if name in p.stem)
+
+
+def test_the_meter_starts_after_the_warm_up():
+    from llmdissect.measure.timer import LoopPolicy, measure_loop
+
+    events = []
+    measure_loop(lambda: events.append("call"), LoopPolicy(warmup=2, min_iters=3, max_iters=3),
+                 on_timed_start=lambda: events.append("start"))
+    assert events == ["call", "call", "start", "call", "call", "call"]

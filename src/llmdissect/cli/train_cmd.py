@@ -31,6 +31,11 @@ def _show(record) -> None:
     if m.get(mn.USD_PER_MILLION_TRAINING_TOKENS) is not None:
         rows.append((f"USD per million training tokens (at {m['usd_per_hour']:g} USD/hour)",
                      f"{m[mn.USD_PER_MILLION_TRAINING_TOKENS]:.4g} ({m['usd_per_hour_source']})"))
+    if m.get(mn.ENERGY_J) is not None:
+        rows.append(("energy (timed steps, per token)", f"{m[mn.ENERGY_J]:.4g} J, "
+                     f"{m.get(mn.ENERGY_J_PER_TRAINING_TOKEN) or 0:.4g} J ({'+'.join(m['energy_sources'])})"))
+    elif m.get("energy_not_measured"):
+        rows.append(("energy", f"not measured: {m['energy_not_measured']}"))
     tp = f" (tp {c['tp']} x dp {c['dp']})" if c.get("tp", 1) > 1 else ""
     title = (f"{record.kind} {c['model']}: {c['engine']} x{c['nproc'] * c['nnodes']}{tp}, ZeRO-{c['zero']}, "
              f"offload {c['offload']}, recompute {c['recompute']}, attn {c['attn']}, {c['dtype']}, "

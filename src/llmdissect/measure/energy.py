@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import llmdissect.metric_names as mn
+
 POWERCAP = Path("/sys/class/powercap")
 
 
@@ -75,3 +77,10 @@ class EnergyMeter:
                 joules += (pynvml.nvmlDeviceGetTotalEnergyConsumption(pynvml.nvmlDeviceGetHandleByIndex(i))
                            - before) / 1e3
         return joules
+
+
+def energy_metrics(meter: EnergyMeter, joules: float | None, tokens: int, per_token_key: str) -> dict[str, object]:
+    """`energy_j` and joules per token under `per_token_key`, or why they are not there."""
+    if joules is None:
+        return {"energy_not_measured": meter.why_not}
+    return {mn.ENERGY_J: joules, "energy_sources": meter.sources, per_token_key: joules / tokens if tokens else None}

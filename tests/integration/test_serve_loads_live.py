@@ -1,9 +1,12 @@
-"""Multi-turn sessions, shared prefixes and trace replay against a real `transformers serve`
-on 127.0.0.1 (debug-llama, one server for the module); token counts are the server's `usage`."""
+"""Multi-turn sessions, shared prefixes, trace replay and the SLO capacity search against a real
+`transformers serve` of tiny-llama on 127.0.0.1 (one server for the module); token counts are
+the server's `usage`. Bad traces, SLO strings and unmeetable brackets: one line, exit 2,
+nothing stored."""
 import asyncio
+import json
 
 import pytest
-from serve_helpers import start_debug_server
+from serve_helpers import start_tiny_server
 
 from conftest import assert_user_error, run_cli
 from llmdissect.results import open_store
@@ -16,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    s = start_debug_server(tmp_path_factory.mktemp("serve-log"))
+    s = start_tiny_server(tmp_path_factory.mktemp("serve-log"))
     try:
         yield s
     finally:
@@ -98,3 +101,82 @@ def test_malformed_trace_is_exit_2_and_nothing_stored(server, tmp_path):
     if db.exists():  # the command may have opened the store; it holds no record
         with open_store(db) as store:
             assert store.query() == []
+
+
+# --- the capacity search ---
+
+LOAD = ["--num-prompts", "20", "--input-len", "128", "--output-len", "16"]
+
+
+def _slo_from_one_in_flight(server, input_len, output_len):
+    """Three times the p99 TTFT with one request in flight: met at low load, missed when all
+    requests arrive at once (their prefills queue), however busy this shared machine is."""
+    m = _run(server, num_prompts=6, input_len=input_len, output_len=output_len, max_concurrency=1).metrics
+    return round(3 * m["ttft_s"]["p99"], 3)
+
+
+def _stored(db):
+    if not db.exists():
+        return []
+    with open_store(db) as store:
+        return store.query()
+
+
+def test_find_max_rate_ends_between_a_passing_and_a_failing_probe(server, tmp_path):
+    db = tmp_path / "r.db"
+    limit = _slo_from_one_in_flight(server, 128, 16)
+    proc = run_cli("bench", "serve", "--base-url", server.base_url, *LOAD, "--find-max-rate",
+                   "--slo", f"ttft_p99={limit},tpot_p99=1", "--warmup-requests", "4", "--search-start", "4",
+                   "--search-precision", "0.25", "--usd-per-hour", "2", "--json", "--db", str(db), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rec = json.loads(proc.stdout)
+    search = rec["metrics"]["capacity_search"]
+    probes = {p["value"]: p for p in search["probes"]}
+    capacity, failing = search["capacity"], search["first_failing"]
+    assert rec["metrics"]["capacity_request_rate_per_s"] == capacity < failing
+    assert probes[capacity]["passed"] and not probes[failing]["passed"]
+    assert probes[capacity]["steady"]["ttft_s_p99"] <= limit and probes[capacity]["steady"]["tpot_s_p99"] <= 1
+    assert probes[failing]["why"]
+    assert search["converged"] == ((failing - capacity) / failing <= 0.25)
+    assert all(p["completed"] == 20 for p in search["probes"])  # every probe: the full count
+    assert rec["config"]["request_rate"] == capacity and rec["config"]["capacity_search"]["warmup_requests"] == 4
+    assert [r.id for r in _stored(db)] == [rec["id"]]
+    assert rec["metrics"]["usd_per_million_output_tokens"] > 0  # the passing probe's cost at 2 USD/hour
+    # the report's serving section: goodput and the SLO targets against the rate, the capacity, the cost
+    out = tmp_path / "report"
+    run_cli("report", "--db", str(db), "--out", str(out), "--no-estimate-missing", check=True, timeout=240)
+    html = (out / "report.html").read_text()
+    assert 'data-section="serving-capacity"' in html and 'data-plot="capacity-goodput-0"' in html
+    assert 'data-plot="capacity-slo-0"' in html and f"SLO ttft_s_p99 &lt;= {limit:g} s" in html
+    assert f"{capacity:.4g} requests/s meets" in html and "USD per M output tokens" in html
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--find-max-rate", "--slo", "ttft_p99=fast"], "needs a number"),
+    (["--find-max-rate", "--slo", "latency_p99=1"], "does not parse"),
+    (["--find-max-rate"], "needs --slo"),
+    (["--find-max-rate", "--find-max-concurrency", "--slo", "ttft_p99=1"], "one at a time"),
+    (["--find-max-rate", "--slo", "ttft_p99=0.0001", "--search-start", "32", "--search-low", "32"],
+     "not met even at 32"),
+])
+def test_bad_searches_are_exit_2_and_store_nothing(server, tmp_path, args, fragment):
+    db = tmp_path / "r.db"
+    proc = run_cli("bench", "serve", "--base-url", server.base_url, *LOAD, *args, "--db", str(db), timeout=120)
+    assert_user_error(proc, fragment)
+    assert _stored(db) == []
+
+
+def test_find_max_concurrency_ends_between_neighbours(server):
+    from llmdissect.workloads.serve.capacity import CapacitySearch
+    from llmdissect.workloads.serve.capacity_run import capacity_record
+    from llmdissect.workloads.serve.serve_config import ServeConfig
+
+    base = ServeConfig(base_url=server.base_url, num_prompts=16, input_len=64, output_len=16,
+                       slo={"ttft_s_p99": _slo_from_one_in_flight(server, 64, 16)})
+    rec = capacity_record(base, CapacitySearch(over="concurrency", search_start=2, warmup_requests=2))
+    search = rec.metrics["capacity_search"]
+    probes = {p["value"]: p for p in search["probes"]}
+    assert search["converged"] and search["first_failing"] - search["capacity"] == 1
+    assert probes[search["capacity"]]["passed"] and not probes[search["first_failing"]]["passed"]
+    assert rec.metrics["capacity_concurrency"] == search["capacity"] == rec.config["max_concurrency"]
+    assert rec.config["request_rate"] == "inf"

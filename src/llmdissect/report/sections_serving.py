@@ -22,7 +22,7 @@ def _search_plots(sec: Section, i: int, r: RunRecord) -> None:
     series = {"goodput": (x, [p.get(mn.GOODPUT_PER_S) for p in probes]),
               "throughput": (x, [p.get(mn.REQUEST_THROUGHPUT_PER_S) for p in probes])}
     sec.plots.append(plots.lines(f"capacity-goodput-{i}", f"Goodput against load: {_label(r)}", series,
-                                 xlabel=unit, ylabel="requests/s", legend_title="completed"))
+                                 xlabel=unit, ylabel="rate (requests/s)", legend_title="completed"))
     targets = {}
     for key, limit in search["slo"].items():
         targets[f"{key} (steady probe)"] = (x, [ms(p["steady"].get(key)) for p in probes])

@@ -67,16 +67,19 @@ def _dtype_warning(dtype: str, device: str, depth: int) -> None:
 
 
 def _train(kind: str, options: dict[str, Any], timeout_s: float | None, max_memory: int | str | None,
-           threads: int | None, store: bool, db: DbArg) -> RunRecord:
+           threads: int | None, store: bool, db: DbArg, usd_per_hour: float | None = None) -> RunRecord:
     from llmdissect.units import parse_bytes
+    from llmdissect.workloads.cost import add_cost, price_for
     from llmdissect.workloads.train_launch import prepare, run_training
 
     cfg = prepare(kind, **options)
+    price_for(None, 1, usd_per_hour)
     limit = parse_bytes(str(max_memory), "max_memory") if max_memory is not None else None
     _check_threads(threads)
     db_path = _db_path(store, db)
     _dtype_warning(cfg.dtype, cfg.device, 2)
     record, child = run_training(cfg, timeout_s=timeout_s, max_memory_bytes=limit, threads=threads)
+    add_cost(record, usd_per_hour)
     return _done(record, store, db_path, child.user_error)
 
 
@@ -86,14 +89,15 @@ def pretrain(*, model: str = "tiny-llama", engine: str | None = None, zero: int 
              nproc: int = 1, nnodes: int = 1, rdzv_endpoint: str | None = None, compile: bool = False,
              data: str | None = None, tokenizer: str | None = None, seed: int = 0, device: str = "auto",
              lr: float = 1e-3, ds_config: str | None = None, tp: int = 1, timeout_s: float | None = 1800.0,
-             max_memory: int | str | None = None, threads: int | None = None, store: bool = True,
-             db: DbArg = None) -> RunRecord:
+             max_memory: int | str | None = None, threads: int | None = None, usd_per_hour: float | None = None,
+             store: bool = True, db: DbArg = None) -> RunRecord:
     """Measure pre-training steps of a Llama-family model (random weights), as `llmdissect bench pretrain`.
 
     The options are the command's (`llmdissect bench pretrain --help`, fields of
     `workloads.train_config.TrainConfig`). `timeout_s` is `--timeout` (None: no limit),
     `max_memory` is `--max-memory` (bytes, or a size such as "4G"), `threads` the threads
-    per process (default: usable cores / processes).
+    per process (default: usable cores / processes), `usd_per_hour` the price of the devices
+    used (default: the catalogue's, where it has one) for `usd_per_million_training_tokens`.
 
     Returns:
         The `RunRecord` (kind "pretrain", source "measured"): status ok with the metrics of
@@ -110,7 +114,7 @@ def pretrain(*, model: str = "tiny-llama", engine: str | None = None, zero: int 
                    steps=steps, warmup=warmup, nproc=nproc, nnodes=nnodes, rdzv_endpoint=rdzv_endpoint,
                    compile=compile, data=data, tokenizer=tokenizer, seed=seed, device=device, lr=lr,
                    ds_config=ds_config, tp=tp)
-    return _train("pretrain", options, timeout_s, max_memory, threads, store, db)
+    return _train("pretrain", options, timeout_s, max_memory, threads, store, db, usd_per_hour)
 
 
 def finetune(*, model: str = "tiny-llama", method: str = "lora", lora_rank: int = 8, lora_alpha: int = 16,
@@ -121,7 +125,8 @@ def finetune(*, model: str = "tiny-llama", method: str = "lora", lora_rank: int 
              compile: bool = False, data: str | None = None, tokenizer: str | None = None, seed: int = 0,
              device: str = "auto", lr: float = 1e-3, ds_config: str | None = None, tp: int = 1,
              timeout_s: float | None = 1800.0, max_memory: int | str | None = None,
-             threads: int | None = None, store: bool = True, db: DbArg = None) -> RunRecord:
+             threads: int | None = None, usd_per_hour: float | None = None, store: bool = True,
+             db: DbArg = None) -> RunRecord:
     """Measure fine-tuning steps (full, LoRA or QLoRA), as `llmdissect bench finetune`.
 
     The options and the result are those of `pretrain`, plus `method` (full | lora | qlora,
@@ -136,7 +141,7 @@ def finetune(*, model: str = "tiny-llama", method: str = "lora", lora_rank: int 
                    grad_accum=grad_accum, steps=steps, warmup=warmup, nproc=nproc, nnodes=nnodes,
                    rdzv_endpoint=rdzv_endpoint, compile=compile, data=data, tokenizer=tokenizer, seed=seed,
                    device=device, lr=lr, ds_config=ds_config, tp=tp)
-    return _train("finetune", options, timeout_s, max_memory, threads, store, db)
+    return _train("finetune", options, timeout_s, max_memory, threads, store, db, usd_per_hour)
 
 
 def _grid(value: Grid | Names, option: str, kind: type = int) -> list[Any]:
@@ -150,13 +155,15 @@ def _grid(value: Grid | Names, option: str, kind: type = int) -> list[Any]:
 def infer(*, model: str = "tiny-llama", batch: Grid = 1, input_len: Grid = 128, output_len: Grid = 64,
           dtype: str = "fp32", attn: str = "sdpa", cache: Names = "dynamic", quant: Names = "none",
           compile: bool = False, warmup: int = 1, repeats: int = 3, seed: int = 0, device: str = "auto",
-          timeout_s: float = 1800.0, threads: int | None = None, store: bool = True,
+          timeout_s: float = 1800.0, threads: int | None = None, usd_per_hour: float | None = None,
+          store: bool = True,
           db: DbArg = None) -> list[RunRecord]:
     """Time `generate` over a grid of points, as `llmdissect bench infer`.
 
     `batch`, `input_len`, `output_len`, `cache` and `quant` take one value or several (a list
     or a comma-separated string); every combination is one point, run in its own child
-    process with the per-point limit `timeout_s`.
+    process with the per-point limit `timeout_s`. `usd_per_hour` (default: the catalogue's
+    price of the device, where it has one) adds the cost per million input and output tokens.
 
     Returns:
         One `RunRecord` (kind "infer") per point, in grid order: ok with TTFT, TPOT, e2e
@@ -169,8 +176,10 @@ def infer(*, model: str = "tiny-llama", batch: Grid = 1, input_len: Grid = 128, 
             exits 2 then, a single point this device cannot run (its record is on the
             exception's `record` attribute).
     """
+    from llmdissect.workloads.cost import add_cost, price_for
     from llmdissect.workloads.infer_launch import expand_grid, run_point
 
+    price_for(None, 1, usd_per_hour)
     points = expand_grid(model=model, batch=_grid(batch, "--batch"), input_len=_grid(input_len, "--input-len"),
                          output_len=_grid(output_len, "--output-len"), dtype=dtype, attn=attn,
                          cache=_grid(cache, "--cache", str), quant=_grid(quant, "--quant", str), compile=compile,
@@ -181,6 +190,7 @@ def infer(*, model: str = "tiny-llama", batch: Grid = 1, input_len: Grid = 128, 
     records = []
     for point in points:
         record, user_error = run_point(point, timeout_s, threads)
+        add_cost(record, usd_per_hour)
         # each point is stored as soon as it ends; a grid goes on past a point that cannot run
         records.append(_done(record, store, db_path, len(points) == 1 and (user_error or record.status == "skipped")))
     return records
@@ -225,8 +235,13 @@ def serve(*, base_url: str, model: str | None = None, endpoint: str = "completio
           dataset: str | os.PathLike[str] | None = None, tokenizer: str | os.PathLike[str] | None = None,
           request_rate: float | str = math.inf, burstiness: float = 1.0, max_concurrency: int | None = None,
           arrivals: str | os.PathLike[str] | None = None, sweep_rates: str | Sequence[float] | None = None,
-          slo: str | Mapping[str, float] | None = None, server_kind: str = "auto", seed: int = 0,
-          timeout_s: float = 300.0, api_key: str | None = None,
+          slo: str | Mapping[str, float] | None = None, server_kind: str = "auto", turns: int = 1,
+          think_time_s: float = 0.0, shared_prefixes: int = 0, prefix_len: int = 64, prefix_fraction: float = 1.0,
+          trace: str | os.PathLike[str] | None = None, trace_format: str = "auto", time_scale: float = 1.0,
+          trace_block_tokens: int = 512, find_max_rate: bool = False, find_max_concurrency: bool = False,
+          search_start: float = 1.0, search_low: float = 0.05, search_high: float = 1024.0,
+          search_precision: float = 0.1, warmup_requests: int = 5, max_probes: int = 16,
+          usd_per_hour: float | None = None, seed: int = 0, timeout_s: float = 300.0, api_key: str | None = None,
           save_arrivals: str | os.PathLike[str] | None = None, store: bool = True,
           db: DbArg = None) -> list[RunRecord]:
     """Measure an OpenAI-compatible server under load, as `llmdissect bench serve`.
@@ -234,6 +249,12 @@ def serve(*, base_url: str, model: str | None = None, endpoint: str = "completio
     The options are the command's. `request_rate` is requests/s (Poisson, gamma with
     `burstiness`) or inf; `sweep_rates` (a list or "1,2,inf") runs one measurement per rate;
     `slo` is {"ttft": 0.5, "tpot": 0.05} or "ttft=0.5,tpot=0.05" (seconds) for goodput;
+    `turns`/`think_time_s` make multi-turn sessions, `shared_prefixes`/`prefix_len`/
+    `prefix_fraction` a shared-prefix load, `trace` (with `trace_format`, `time_scale`,
+    `trace_block_tokens`) replays a trace file; `find_max_rate` / `find_max_concurrency` search
+    the capacity that meets `slo`'s targets (with the `search_*`, `warmup_requests` and
+    `max_probes` settings) and return its one record (docs/serving.md); `usd_per_hour` adds
+    the cost per million input and output tokens;
     `api_key` (default: $OPENAI_API_KEY) is sent as a bearer token and never stored;
     `save_arrivals` writes the realised send offsets of the last rate to that file.
 
@@ -251,7 +272,10 @@ def serve(*, base_url: str, model: str | None = None, endpoint: str = "completio
     from pathlib import Path
 
     from llmdissect.config import parse_config
+    from llmdissect.workloads.serve.capacity import CapacitySearch, search_over
+    from llmdissect.workloads.serve.capacity_run import capacity_record
     from llmdissect.workloads.serve.loadgen import API_KEY_ENV
+    from llmdissect.workloads.serve.plan import preflight
     from llmdissect.workloads.serve.record import serve_record
     from llmdissect.workloads.serve.serve_config import ServeConfig
 
@@ -269,7 +293,17 @@ def serve(*, base_url: str, model: str | None = None, endpoint: str = "completio
                            request_rate=rate,
                            burstiness=burstiness, max_concurrency=max_concurrency,
                            arrivals=str(arrivals) if arrivals else None, seed=seed, server_kind=server_kind, slo=slos,
-                           timeout_s=timeout_s)
+                           timeout_s=timeout_s, turns=turns, think_time_s=think_time_s,
+                           shared_prefixes=shared_prefixes, prefix_len=prefix_len, prefix_fraction=prefix_fraction,
+                           trace=str(trace) if trace else None, trace_format=trace_format, time_scale=time_scale,
+                           trace_block_tokens=trace_block_tokens, usd_per_hour=usd_per_hour)
+        preflight(cfg)
+        if find_max_rate or find_max_concurrency:
+            over = search_over(find_max_rate, find_max_concurrency, sweep_rates)
+            search_cfg = parse_config(CapacitySearch, over=over, search_start=search_start, search_low=search_low,
+                                      search_high=search_high, search_precision=search_precision,
+                                      warmup_requests=warmup_requests, max_probes=max_probes)
+            return [_done(capacity_record(cfg, search_cfg, api_key=key), store, db_path, False)]
         record, bad_input = serve_record(cfg, api_key=key)
         if save_arrivals and record.metrics.get("send_offsets_s"):
             Path(save_arrivals).write_text(json.dumps({"send_offsets_s": record.metrics["send_offsets_s"]}))

@@ -52,13 +52,27 @@ REQUEST_THROUGHPUT_PER_S = "request_throughput_per_s"  # completed / duration
 OUTPUT_TOKENS_PER_S = "output_tokens_per_s"  # output tokens / duration
 TOTAL_TOKENS_PER_S = "total_tokens_per_s"  # (input + output tokens) / duration
 GOODPUT_PER_S = "goodput_per_s"  # completed requests meeting every SLO / duration (DistServe)
+PREFIX_CACHE_HIT_RATE = "prefix_cache_hit_rate"  # cached prompt tokens / prompt tokens (server's usage)
+CAPACITY_REQUEST_RATE_PER_S = "capacity_request_rate_per_s"  # highest probed rate meeting every SLO target
+CAPACITY_CONCURRENCY = "capacity_concurrency"  # highest probed concurrency cap meeting every SLO target
+USD_PER_MILLION_INPUT_TOKENS = "usd_per_million_input_tokens"  # usd_per_hour * duration / 3600 / input tokens * 1e6
+USD_PER_MILLION_OUTPUT_TOKENS = "usd_per_million_output_tokens"  # likewise, over output tokens
+USD_PER_MILLION_TRAINING_TOKENS = "usd_per_million_training_tokens"  # usd_per_hour / 3600 / tokens_per_s * 1e6
+ENERGY_J = "energy_j"  # RAPL packages + NVML GPUs of this machine over the timed region
+ENERGY_J_PER_OUTPUT_TOKEN = "energy_j_per_output_token"  # energy_j / output tokens
+ENERGY_J_PER_TRAINING_TOKEN = "energy_j_per_training_token"  # energy_j / tokens of the timed steps
 PREFILL_TOKENS_PER_S = "prefill_tokens_per_s"  # offline: prompt tokens / timed prefill
 DECODE_TOKENS_PER_S = "decode_tokens_per_s"  # offline: generated tokens / timed decode steps
 KV_CACHE_BYTES = "kv_cache_bytes"  # the cache tensors actually allocated (also memory.kv_cache_bytes)
 INFER_METRICS = (TTFT_S, TPOT_S, E2E_LATENCY_S, PREFILL_TOKENS_PER_S, DECODE_TOKENS_PER_S, KV_CACHE_BYTES,
                  PEAK_MEMORY_BYTES, PEAK_RSS_BYTES)
 SERVE_METRICS = (TTFT_S, TPOT_S, ITL_S, E2E_LATENCY_S, DURATION_S, REQUEST_THROUGHPUT_PER_S, OUTPUT_TOKENS_PER_S,
-                 TOTAL_TOKENS_PER_S, GOODPUT_PER_S)
+                 TOTAL_TOKENS_PER_S, GOODPUT_PER_S, PREFIX_CACHE_HIT_RATE,
+                 CAPACITY_REQUEST_RATE_PER_S, CAPACITY_CONCURRENCY, USD_PER_MILLION_INPUT_TOKENS,
+                 USD_PER_MILLION_OUTPUT_TOKENS, ENERGY_J, ENERGY_J_PER_OUTPUT_TOKEN)
+COST_METRICS = (USD_PER_MILLION_INPUT_TOKENS, USD_PER_MILLION_OUTPUT_TOKENS, USD_PER_MILLION_TRAINING_TOKENS,
+                ENERGY_J, ENERGY_J_PER_OUTPUT_TOKEN, ENERGY_J_PER_TRAINING_TOKEN)
+"""Cost and energy per token (workloads/cost.py, measure/energy.py), for serve, infer and training."""
 
 # --- Operators: each row of an ops record (docs/metrics.md "Operators (ops)") -------------
 TIME_S = "time_s"  # Stats: one call of the operator (a collective's row too)

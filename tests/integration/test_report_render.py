@@ -24,7 +24,8 @@ ENV = {"cpu_model": "Test CPU", "cpu_cores": 2, "memory_bytes": 8 * 2**30, "gpus
 SECTIONS = ["environment", "ablations", "breakdown", "operators", "collectives", "inference", "serving", "estimates",
             "failures"]
 PLOTS = ["ablation-throughput-0", "ablation-memory-0", "breakdown-phases", "breakdown-modules", "roofline-0",
-         "comm-busbw-0", "infer-ttft", "infer-tpot", "infer-throughput", "serve-latency-0", "estimate-vs-measured"]
+         "comm-busbw-0", "infer-ttft", "infer-tpot", "infer-throughput", "serve-latency-0", "serve-goodput-0",
+         "estimate-vs-measured"]
 
 
 def stats(center: float, n: int = 6, spread: float = 0.03, seed: int = 0) -> dict:

@@ -24,7 +24,8 @@ from llmdissect.workloads.train_config import TrainConfig
 
 RUN = {"db": "where the record is stored", "json": "how the record is printed"}
 CHILD = {"threads": "compute threads of the child (the record's env says how many ran)"}
-TRAIN_RUN = {**RUN, **CHILD, "timeout": "seconds before the child is killed (status timeout)",
+COST = {"usd_per_hour": "a price for the record's cost per token (workloads/cost.py), not what runs"}
+TRAIN_RUN = {**RUN, **CHILD, **COST, "timeout": "seconds before the child is killed (status timeout)",
              "max_memory": "address-space limit of the child (status oom)"}
 LORA = ("method", "lora_rank", "lora_alpha", "lora_targets")
 COMM_HOOK_OPTIONS = ("check_offset", "die_rank", "hang_rank")
@@ -50,14 +51,19 @@ CASES = {
         "kind": "the subcommand", **{k: "pre-training trains every weight (bench finetune takes it)" for k in LORA}}),
     "bench finetune": Case(TrainConfig, TRAIN_RUN, config_only={"kind": "the subcommand"},
                            other_default={"method": "bench finetune fine-tunes with LoRA unless told otherwise"}),
-    "bench infer": Case(InferPoint, {**RUN, **CHILD, "timeout_s": "per-point limit of each child"},
+    "bench infer": Case(InferPoint, {**RUN, **CHILD, **COST, "timeout_s": "per-point limit of each child"},
                         config_only={"hardware": "named after the device --device resolves to"},
                         cli_default={k: (lambda text, k=k: parse_list(text, k,
                                                                       str if k in ("cache", "quant") else int)[0])
                                      for k in GRID_FIELDS}),
     "bench serve": Case(ServeConfig, {**RUN, "sweep_rates": "one run per rate, each with its request_rate",
                                       "api_key": "sent as a bearer token, never stored",
-                                      "save_arrivals": "a file the realised send offsets are written to"},
+                                      "save_arrivals": "a file the realised send offsets are written to",
+                                      "find_max_rate": "a capacity search over the rate (CapacitySearch.over)",
+                                      "find_max_concurrency": "a capacity search over concurrency (CapacitySearch)",
+                                      **{k: "a field of workloads.serve.capacity.CapacitySearch"
+                                         for k in ("search_start", "search_low", "search_high", "search_precision",
+                                                   "warmup_requests", "max_probes")}},
                         cli_default={"request_rate": float, "slo": parse_slo}),
     "bench comm": Case(CommRequest, {**RUN, "profile": "stores the fits in the calibration profile",
                                      **{h: "hidden test hook, passed in CommRequest.hooks" for h in COMM_HOOK_OPTIONS}},

@@ -35,6 +35,9 @@ def infer(
                                                                  "as timeout."),
     threads: Optional[int] = typer.Option(None, help="Compute threads of the child (default: the usable cores; "
                                                      "the env of the record says how many ran)."),
+    usd_per_hour: Optional[float] = typer.Option(None, help="Price of the device, USD/hour: the record states USD "
+                                                 "per million input (prefill) and output (decode) tokens (default: "
+                                                 "the hardware catalogue's price, where it has one)."),
     db: DbPath = DbOpt,
     json_out: bool = JsonOpt,
 ) -> None:
@@ -67,7 +70,10 @@ here; 1 when a point failed, ran out of memory or timed out.
         from llmdissect.errors import UserError
 
         raise UserError(f"--threads must be >= 1, got {threads}")
-    records = _run_all(points, db_path, timeout_s, threads)
+    from llmdissect.workloads.cost import price_for
+
+    price_for(None, 1, usd_per_hour)  # a bad price is bad input before anything runs
+    records = _run_all(points, db_path, timeout_s, threads, usd_per_hour)
     if len(points) == 1:
         from llmdissect.cli.recording import finish
 
@@ -78,11 +84,13 @@ here; 1 when a point failed, ran out of memory or timed out.
     _finish_grid([r for r, _ in records], json_out)
 
 
-def _run_all(points: list[InferPoint], db_path, timeout_s: float, threads: int | None) -> list[tuple[Any, bool]]:
+def _run_all(points: list[InferPoint], db_path, timeout_s: float, threads: int | None,
+             usd_per_hour: float | None = None) -> list[tuple[Any, bool]]:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from llmdissect.results.recording import save
+    from llmdissect.workloads.cost import add_cost
     from llmdissect.workloads.infer_launch import run_point
 
     out = []
@@ -93,6 +101,7 @@ def _run_all(points: list[InferPoint], db_path, timeout_s: float, threads: int |
             progress.update(task, description=f"infer {p.quant} {p.cache} b={p.batch} "
                                               f"in={p.input_len} out={p.output_len}")
             record, user_error = run_point(p, timeout_s, threads)
+            add_cost(record, usd_per_hour)
             save(record, db_path)  # each point is stored as soon as it ends
             out.append((record, user_error))
             progress.advance(task)

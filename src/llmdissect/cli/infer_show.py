@@ -62,6 +62,16 @@ def show_point(record: Any) -> None:
                   f"({m.get('peak_memory_scope')}), peak RSS {human_bytes(m.get(mn.PEAK_RSS_BYTES))}")
     for line in hardware_lines(m):
         console.print(line)
+    if m.get(mn.USD_PER_MILLION_OUTPUT_TOKENS) is not None:
+        console.print(f"Cost at {m['usd_per_hour']:g} USD/hour ({m['usd_per_hour_source']}): "
+                      f"{m.get(mn.USD_PER_MILLION_INPUT_TOKENS) or 0:.4g} USD per million input tokens at the "
+                      f"prefill rate, {m[mn.USD_PER_MILLION_OUTPUT_TOKENS]:.4g} per million output tokens at the "
+                      f"decode rate")
+    if m.get(mn.ENERGY_J) is not None:
+        console.print(f"Energy: {m[mn.ENERGY_J]:.4g} J over the timed calls ({'+'.join(m['energy_sources'])}), "
+                      f"{m.get(mn.ENERGY_J_PER_OUTPUT_TOKEN) or 0:.4g} J per output token")
+    elif m.get("energy_not_measured"):
+        console.print(f"Energy: not measured ({m['energy_not_measured']})")
 
 
 def grid_table(records: list[Any]):

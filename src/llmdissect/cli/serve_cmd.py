@@ -8,34 +8,16 @@ from typing import Optional
 
 import typer
 
-import llmdissect.metric_names as mn
 from llmdissect.cli.options import DbOpt, DbPath, JsonOpt
 from llmdissect.errors import UserError
 
 
-def _show(record) -> None:
-    from llmdissect.console import console, human_seconds, table
+def _probe_note(probe) -> None:
+    """One line per probe as the search goes, on a terminal only (stderr stays one line for errors)."""
+    from llmdissect.console import err_console, note
 
-    m = record.metrics
-    rows = []
-    for key in (mn.TTFT_S, mn.TPOT_S, mn.ITL_S, mn.E2E_LATENCY_S):
-        s = m.get(key)
-        rows.append((key, *((human_seconds(s[q]) for q in ("mean", "median", "p90", "p99")) if s else "----")))
-    rate = record.config.get("request_rate")
-    console.print(f"serve {record.id}: {record.config.get('model')} /v1/{record.config.get('endpoint')} "
-                  f"({'streamed' if record.config.get('stream') else 'not streamed'}), rate {rate}/s, "
-                  f"concurrency {record.config.get('max_concurrency') or 'unlimited'}, "
-                  f"{record.config.get('num_prompts')} requests")
-    console.print(table(None, ["metric", "mean", "median", "p90", "p99"], rows))
-    good = f", goodput {m[mn.GOODPUT_PER_S]:.3g} req/s" if m.get(mn.GOODPUT_PER_S) is not None else ""
-    console.print(f"completed {m['completed']}, failed {m['failed']} in {m[mn.DURATION_S]:.2f} s: "
-                  f"{m[mn.REQUEST_THROUGHPUT_PER_S]:.3g} req/s, {m[mn.OUTPUT_TOKENS_PER_S]:.4g} output tok/s, "
-                  f"{m[mn.TOTAL_TOKENS_PER_S]:.4g} total tok/s{good}; realised rate "
-                  f"{m['request_rate_realised_per_s'] or 0:.3g} req/s; client CPU "
-                  f"{m['client_cpu_s_per_request'] * 1e3:.2f} ms/request; output tokens by {m['output_tokens_source']}")
-    if m.get("output_len_mismatched"):
-        console.print(f"note: {m['output_len_mismatched']} request(s) got another output length than asked "
-                      f"(server cannot fix it: {not record.config.get('fixed_output_len')})")
+    if err_console.is_terminal:
+        note(f"probe {probe.value:.4g}: {'meets' if probe.passed else 'misses'} the SLO")
 
 
 def _rate(text: str) -> float:
@@ -60,8 +42,37 @@ def bench_serve(
     max_concurrency: Optional[int] = typer.Option(None, min=1, help="At most C requests in flight (closed loop)."),
     arrivals: Optional[Path] = typer.Option(None, help="Replay send offsets from a JSON file or stored record."),
     sweep_rates: Optional[str] = typer.Option(None, help="Comma-separated rates: one record per rate."),
-    slo: Optional[str] = typer.Option(None, help="SLOs for goodput, seconds: ttft=0.5,tpot=0.05"),
+    slo: Optional[str] = typer.Option(None, help="SLOs, seconds: ttft=0.5,tpot=0.05 (each request, for goodput), "
+                                      "ttft_p99=0.5,tpot_p99=0.05 (percentiles), or a preset: "
+                                      "mlperf-llama2-70b[-interactive], mlperf-llama3.1-8b[-interactive], ..."),
+    find_max_rate: bool = typer.Option(False, "--find-max-rate", help="Search the highest request rate whose "
+                                       "steady probe meets every --slo target (one record: probes and verdict)."),
+    find_max_concurrency: bool = typer.Option(False, "--find-max-concurrency", help="Search the highest "
+                                              "concurrency cap (rate inf) that meets every --slo target."),
+    search_start: float = typer.Option(1.0, help="Capacity search: first rate (req/s) or concurrency probed."),
+    search_low: float = typer.Option(0.05, help="Capacity search: lowest value tried before the SLO is "
+                                     "called unmeetable."),
+    search_high: float = typer.Option(1024.0, help="Capacity search: highest value tried."),
+    search_precision: float = typer.Option(0.1, help="Capacity search: stop when passing and failing rates "
+                                           "differ by at most this fraction (concurrency: by 1)."),
+    warmup_requests: int = typer.Option(5, min=0, help="Capacity search: requests of each probe left out of "
+                                        "its SLO check (each probe sends --num-prompts)."),
+    max_probes: int = typer.Option(16, min=2, help="Capacity search: probes at most."),
     server_kind: str = typer.Option("auto", help="auto (probe), vllm, sglang, llamacpp, transformers, openai."),
+    turns: int = typer.Option(1, min=1, help="Turns per session; >1: --num-prompts sessions, each turn sending "
+                              "the whole conversation so far plus a new --input-len message."),
+    think_time_s: float = typer.Option(0.0, min=0, help="Seconds between an answer and the session's next turn."),
+    shared_prefixes: int = typer.Option(0, min=0, help="Distinct shared system prompts (0: none)."),
+    prefix_len: int = typer.Option(64, min=1, help="Tokens of each shared prefix."),
+    prefix_fraction: float = typer.Option(1.0, min=0, max=1, help="Fraction of requests that carry a shared "
+                                          "prefix (exactly, rounded)."),
+    trace: Optional[Path] = typer.Option(None, help="Replay a trace file: its arrival times and lengths "
+                                         "(Mooncake JSONL, Azure CSV, BurstGPT CSV; first --num-prompts rows)."),
+    trace_format: str = typer.Option("auto", help="auto, mooncake, azure or burstgpt."),
+    time_scale: float = typer.Option(1.0, min=0, help="Trace gaps times this: 1 as recorded, 0.5 twice as fast."),
+    trace_block_tokens: int = typer.Option(512, min=1, help="Prompt tokens per Mooncake hash id."),
+    usd_per_hour: Optional[float] = typer.Option(None, min=0, help="Price of the serving hardware, USD/hour: "
+                                                 "the record states USD per million input and output tokens."),
     seed: int = typer.Option(0, help="Seed of prompts and arrivals."),
     timeout_s: float = typer.Option(300.0, help="Per-request time limit, seconds."),
     api_key: Optional[str] = typer.Option(None, envvar="OPENAI_API_KEY", show_envvar=True, show_default=False,
@@ -75,11 +86,15 @@ def bench_serve(
     import json
 
     from llmdissect.cli.recording import finish
+    from llmdissect.cli.serve_show import show_capacity, show_run
     from llmdissect.config import parse_config
     from llmdissect.results.store import check_writable
     from llmdissect.workloads.serve.arrivals import parse_rates
+    from llmdissect.workloads.serve.capacity import CapacitySearch, search_over
+    from llmdissect.workloads.serve.capacity_run import capacity_record
     from llmdissect.workloads.serve.client import SERVER_KINDS
     from llmdissect.workloads.serve.metrics import parse_slo
+    from llmdissect.workloads.serve.plan import preflight
     from llmdissect.workloads.serve.record import ProgressBar, serve_record
     from llmdissect.workloads.serve.serve_config import ENDPOINTS, ServeConfig
 
@@ -92,6 +107,7 @@ def bench_serve(
         raise UserError(f"--base-url must start with http:// or https://, got {base_url!r}")
     rates = parse_rates(sweep_rates) if sweep_rates else [_rate(request_rate)]
     slos = parse_slo(slo)
+    over = search_over(find_max_rate, find_max_concurrency, sweep_rates)
     exit_code = 0
     for rate in rates:
         cfg = parse_config(ServeConfig, base_url=base_url, model=model, endpoint=endpoint, stream=stream,
@@ -99,14 +115,26 @@ def bench_serve(
                            dataset=str(dataset) if dataset else None,
                            tokenizer=str(tokenizer) if tokenizer else None, request_rate=rate, burstiness=burstiness,
                            max_concurrency=max_concurrency, arrivals=str(arrivals) if arrivals else None, seed=seed,
-                           server_kind=server_kind, slo=slos, timeout_s=timeout_s)
+                           server_kind=server_kind, slo=slos, timeout_s=timeout_s, turns=turns,
+                           think_time_s=think_time_s, shared_prefixes=shared_prefixes, prefix_len=prefix_len,
+                           prefix_fraction=prefix_fraction, trace=str(trace) if trace else None,
+                           trace_format=trace_format, time_scale=time_scale, trace_block_tokens=trace_block_tokens,
+                           usd_per_hour=usd_per_hour)
+        preflight(cfg)
+        if over:
+            search_cfg = parse_config(CapacitySearch, over=over, search_start=search_start, search_low=search_low,
+                                      search_high=search_high, search_precision=search_precision,
+                                      warmup_requests=warmup_requests, max_probes=max_probes)
+            record = capacity_record(cfg, search_cfg, api_key=api_key, on_probe=_probe_note)
+            finish(record, db_path, json_out, show_capacity)
+            return
         label = f"rate {'inf' if math.isinf(rate) else f'{rate:g}'}/s"
         with ProgressBar(f"serve {label}", num_prompts) as bar:
             record, bad_input = serve_record(cfg, api_key=api_key, on_done=bar.update)
         if save_arrivals and record.metrics.get("send_offsets_s"):
             save_arrivals.write_text(json.dumps({"send_offsets_s": record.metrics["send_offsets_s"]}))
         try:
-            finish(record, db_path, json_out, _show, user_error=bad_input)
+            finish(record, db_path, json_out, show_run, user_error=bad_input)
         except typer.Exit as e:  # failed run: the sweep goes on, the exit code says it
             exit_code = exit_code or e.exit_code
     if exit_code:

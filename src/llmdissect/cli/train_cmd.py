@@ -28,6 +28,14 @@ def _show(record) -> None:
         ("trainable / total params", f"{human_count(m['trainable_params'])} / {human_count(m['total_params'])}"),
         ("loss (first -> last)", f"{m[mn.LOSS][0]:.4f} -> {m[mn.LOSS][-1]:.4f}"),
     ]
+    if m.get(mn.USD_PER_MILLION_TRAINING_TOKENS) is not None:
+        rows.append((f"USD per million training tokens (at {m['usd_per_hour']:g} USD/hour)",
+                     f"{m[mn.USD_PER_MILLION_TRAINING_TOKENS]:.4g} ({m['usd_per_hour_source']})"))
+    if m.get(mn.ENERGY_J) is not None:
+        rows.append(("energy (timed steps, per token)", f"{m[mn.ENERGY_J]:.4g} J, "
+                     f"{m.get(mn.ENERGY_J_PER_TRAINING_TOKEN) or 0:.4g} J ({'+'.join(m['energy_sources'])})"))
+    elif m.get("energy_not_measured"):
+        rows.append(("energy", f"not measured: {m['energy_not_measured']}"))
     tp = f" (tp {c['tp']} x dp {c['dp']})" if c.get("tp", 1) > 1 else ""
     title = (f"{record.kind} {c['model']}: {c['engine']} x{c['nproc'] * c['nnodes']}{tp}, ZeRO-{c['zero']}, "
              f"offload {c['offload']}, recompute {c['recompute']}, attn {c['attn']}, {c['dtype']}, "
@@ -40,20 +48,23 @@ def _show(record) -> None:
 
 
 def _bench(kind: str, options: dict, db, json_out: bool, timeout: float, max_memory: Optional[str],
-           threads: Optional[int]) -> None:
+           threads: Optional[int], usd_per_hour: Optional[float]) -> None:
     from llmdissect.cli.recording import finish
     from llmdissect.dtypes import cpu_dtype_note
     from llmdissect.results.store import check_writable
     from llmdissect.units import parse_bytes
+    from llmdissect.workloads.cost import add_cost, price_for
     from llmdissect.workloads.train_launch import prepare, run_training
 
     cfg = prepare(kind, **options)
+    price_for(None, 1, usd_per_hour)  # a bad price is bad input before anything runs
     limit = parse_bytes(max_memory, "--max-memory") if max_memory else None
     check_writable(db)
     if (msg := cpu_dtype_note(cfg.dtype, cfg.device)) and not json_out:
         note(f"note: {msg}")
     with console.status(f"{kind}: {cfg.model} on {cfg.world_size} process(es)...") if not json_out else _nothing():
         record, child = run_training(cfg, timeout_s=timeout, max_memory_bytes=limit, threads=threads)
+    add_cost(record, usd_per_hour)
     finish(record, db, json_out, _show, user_error=child.user_error)
 
 
@@ -66,13 +77,13 @@ class _nothing:
 
 
 # Command arguments that are not fields of TrainConfig: how to run and where to store.
-_RUN_ARGS = {"timeout", "max_memory", "threads", "db", "json_out"}
+_RUN_ARGS = {"timeout", "max_memory", "threads", "usd_per_hour", "db", "json_out"}
 
 
 def _run(kind: str, args: dict) -> None:
     """Split a command's arguments (its `locals()`) into the TrainConfig fields and the run options."""
     _bench(kind, config_options(args, _RUN_ARGS), args["db"], args["json_out"], args["timeout"], args["max_memory"],
-           args["threads"])
+           args["threads"], args["usd_per_hour"])
 
 
 M = typer.Option("tiny-llama", "--model", help="Preset, model TOML, config.json or model folder.")
@@ -106,6 +117,8 @@ LR = typer.Option(1e-3, "--lr")
 TIMEOUT = typer.Option(1800.0, "--timeout", help="Seconds before the run is killed and recorded as timeout.")
 MAXMEM = typer.Option(None, "--max-memory", help="Address-space limit per process (e.g. 4G); exceeding it records oom.")
 THREADS = typer.Option(None, "--threads", help="Threads per process (default: usable cores / processes).")
+USD = typer.Option(None, "--usd-per-hour", help="Price of the devices the run uses, USD/hour: the record states USD "
+                   "per million training tokens (default: the hardware catalogue's price, where it has one).")
 
 
 def pretrain(model: str = M, engine: Optional[str] = ENGINE, zero: int = ZERO, offload: str = OFFLOAD,
@@ -114,7 +127,8 @@ def pretrain(model: str = M, engine: Optional[str] = ENGINE, zero: int = ZERO, o
              nproc: int = NPROC, nnodes: int = NNODES, rdzv_endpoint: Optional[str] = RDZV,
              compile_: bool = COMPILE, data: Optional[str] = DATA, tokenizer: Optional[str] = TOK, seed: int = SEED,
              device: str = DEVICE, lr: float = LR, timeout: float = TIMEOUT, max_memory: Optional[str] = MAXMEM,
-             threads: Optional[int] = THREADS, ds_config: Optional[str] = DSCONF, tp: int = TP, db: DbPath = DbOpt,
+             threads: Optional[int] = THREADS, usd_per_hour: Optional[float] = USD,
+             ds_config: Optional[str] = DSCONF, tp: int = TP, db: DbPath = DbOpt,
              json_out: bool = JsonOpt) -> None:
     """Measure pre-training steps of a Llama-family model (random weights) on this machine."""
     _run(mn.PRETRAIN, locals())
@@ -129,7 +143,8 @@ def finetune(model: str = M, method: str = typer.Option("lora", "--method", help
              nproc: int = NPROC, nnodes: int = NNODES, rdzv_endpoint: Optional[str] = RDZV,
              compile_: bool = COMPILE, data: Optional[str] = DATA, tokenizer: Optional[str] = TOK, seed: int = SEED,
              device: str = DEVICE, lr: float = LR, timeout: float = TIMEOUT, max_memory: Optional[str] = MAXMEM,
-             threads: Optional[int] = THREADS, ds_config: Optional[str] = DSCONF, tp: int = TP, db: DbPath = DbOpt,
+             threads: Optional[int] = THREADS, usd_per_hour: Optional[float] = USD,
+             ds_config: Optional[str] = DSCONF, tp: int = TP, db: DbPath = DbOpt,
              json_out: bool = JsonOpt) -> None:
     """Measure fine-tuning steps: full, LoRA or QLoRA (bitsandbytes NF4 + PEFT)."""
     _run(mn.FINETUNE, locals())

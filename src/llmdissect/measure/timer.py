@@ -82,9 +82,11 @@ class LoopResult:
 
 
 def measure_loop(fn: Callable[[], Any], policy: LoopPolicy = LoopPolicy(), timer: Timer | None = None,
-                 on_iteration: Callable[[int], None] | None = None) -> LoopResult:
+                 on_iteration: Callable[[int], None] | None = None,
+                 on_timed_start: Callable[[], None] | None = None) -> LoopResult:
     """Time `fn()` under `policy`. Marks are recorded between iterations; the device is
-    synchronized only at the edges (and per warm-up iteration, which is not measured)."""
+    synchronized only at the edges (and per warm-up iteration, which is not measured).
+    `on_timed_start()` runs after the warm-up, just before the timed region (an energy meter)."""
     timer = timer or Timer()
     warm: list[float] = []
     for _ in range(policy.warmup):
@@ -92,6 +94,8 @@ def measure_loop(fn: Callable[[], Any], policy: LoopPolicy = LoopPolicy(), timer
         fn()
         b = timer.now()
         warm.append(timer.elapsed_s(a, b))
+    if on_timed_start is not None:
+        on_timed_start()
     marks = [timer.now()]
     host_start = time.perf_counter()
     i = 0

@@ -7,7 +7,7 @@ from typing import Any
 
 from llmdissect.analysis import findings
 from llmdissect.analysis.compare import compare_rows, pair_records
-from llmdissect.report import sections_estimate, sections_infer, sections_micro, sections_train
+from llmdissect.report import sections_estimate, sections_infer, sections_micro, sections_serving, sections_train
 from llmdissect.report.section import Section, Table
 from llmdissect.results.schema import RunRecord, utc_now
 
@@ -32,6 +32,7 @@ def build_sections(records: list[RunRecord], profile: dict[str, Any] | None = No
         lambda: sections_micro.collectives(records),
         lambda: sections_infer.inference(records),
         lambda: sections_infer.serving(records),
+        lambda: sections_serving.capacity(records),
         lambda: sections_estimate.estimates(records, estimate_missing),
         lambda: sections_estimate.published(records),
         lambda: sections_micro.failures(records),

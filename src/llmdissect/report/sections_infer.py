@@ -98,8 +98,28 @@ def _simulated(group: list[RunRecord]) -> dict[str, tuple[list[float], list[floa
             "TPOT p50 simulated": (x, [p[2] * 1e3 for p in points])}
 
 
+def _goodput_plot(sec: Section, gi: int, name: str, group: list[RunRecord]) -> None:
+    """Goodput next to throughput against the offered rate (finite rates), where the runs had SLOs:
+    where the two part is where the SLO stops being met."""
+    runs = [r for r in group if r.metrics.get(mn.GOODPUT_PER_S) is not None and _rate(r) != float("inf")]
+    if len(runs) < 2:
+        return
+    from llmdissect.workloads.serve.slo import describe
+
+    x = [_rate(r) for r in runs]
+    series = {"goodput (met the SLO)": (x, [r.metrics[mn.GOODPUT_PER_S] for r in runs]),
+              "throughput (completed)": (x, [r.metrics[mn.REQUEST_THROUGHPUT_PER_S] for r in runs]),
+              "offered": (x, x)}
+    slo = describe(runs[-1].metrics.get("slo") or {})
+    title = f"Goodput against offered rate: {name}" + (f" (SLO {slo})" if slo else "")
+    sec.plots.append(plots.lines(f"serve-goodput-{gi}", title, series,
+                                 xlabel="offered rate (requests/s)", ylabel="rate (requests/s)",
+                                 legend_title="requests"))
+
+
 def serving(records: list[RunRecord]) -> Section | None:
-    runs = [r for r in ok(records, mn.SERVE) if r.metrics.get(mn.REQUEST_THROUGHPUT_PER_S)]
+    runs = [r for r in ok(records, mn.SERVE) if r.metrics.get(mn.REQUEST_THROUGHPUT_PER_S)
+            and "capacity_search" not in r.metrics]  # a search's record has its own section (sections_serving)
     if not runs:
         return None
     sec = Section("serving", "Serving",
@@ -129,6 +149,7 @@ def serving(records: list[RunRecord]) -> Section | None:
         sec.plots.append(plots.lines(f"serve-latency-{gi}", f"Latency against throughput: {name}", series,
                                      xlabel="achieved throughput (requests/s)", ylabel="latency (ms)",
                                      legend_title="percentile"))
+        _goodput_plot(sec, gi, name, group)
         sec.findings += findings.serving([(_rate(r), r.metrics[mn.REQUEST_THROUGHPUT_PER_S],
                                            (r.metrics.get(mn.TTFT_S) or {}).get("median") or 0.0,
                                            (r.metrics.get(mn.TTFT_S) or {}).get("p99") or 0.0) for r in group], name)

@@ -56,6 +56,10 @@ class HardwareSpec:
     """Optional per-operator-class efficiency factors (gemm, attention, memory, ...)."""
     measured: bool = False
     """True when the peaks come from this machine's calibration profile."""
+    usd_per_hour: float | None = None
+    """Price of one device, USD per hour (for cost per token); None: not catalogued."""
+    usd_per_hour_source: str = ""
+    """Where the price comes from (a URL and its date); required with a price."""
 
     def peak(self, dtype: str) -> float | None:
         """Dense peak FLOP/s for a dtype, or None when unknown."""
@@ -124,7 +128,18 @@ def _hardware_from_toml(path: Path) -> HardwareSpec:
         scale_out=_link(data.get("scale_out"), path, "scale_out"), node_devices=_node_devices(data, path),
         source_url=require(data, "source_url", str, path),
         efficiency={k: float(v) for k, v in data.get("efficiency", {}).items()},
+        **_price(data, path),
     )
+
+
+def _price(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The optional `usd_per_hour` (positive) with its `usd_per_hour_source` (required with it)."""
+    if "usd_per_hour" not in data:
+        return {}
+    usd = data["usd_per_hour"]
+    if isinstance(usd, bool) or not isinstance(usd, (int, float)) or usd <= 0:
+        raise UserError(f"{path}: usd_per_hour must be a positive number")
+    return {"usd_per_hour": float(usd), "usd_per_hour_source": require(data, "usd_per_hour_source", str, path)}
 
 
 def _data(kind: str) -> Path:

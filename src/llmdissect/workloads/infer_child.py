@@ -97,6 +97,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     from llmdissect.config import parse_config
     from llmdissect.dtypes import dtype_bytes
     from llmdissect.measure import LoopPolicy, Timer, measure_loop, memory
+    from llmdissect.measure.energy import EnergyMeter, energy_metrics
     from llmdissect.measure.env import capture_device_env
     from llmdissect.specs import get_model
     from llmdissect.techniques.quantization import apply_quantization, weight_bytes, weight_bytes_read_per_step
@@ -131,8 +132,11 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     if device.startswith("cuda"):
         memory.cuda_reset_peak()
     warmup, repeats = point.warmup, point.repeats
+    meter = EnergyMeter()  # over the timed calls only (measure_loop starts it after the warm-up)
     with torch.inference_mode():
-        loop = measure_loop(call, LoopPolicy(warmup=warmup, min_iters=repeats, max_iters=repeats), timer)
+        loop = measure_loop(call, LoopPolicy(warmup=warmup, min_iters=repeats, max_iters=repeats), timer,
+                            on_timed_start=meter.start)
+    joules = meter.stop()
     produced = last["out"].sequences.shape[1] - input_len
     if produced != output_len:
         raise RuntimeError(f"generate produced {produced} tokens, expected {output_len} (EOS must be ignored)")
@@ -142,6 +146,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
             raise RuntimeError(f"streamer saw {len(marks)} tokens per call, expected {output_len}")
         calls.append(CallTiming([timer.elapsed_s(submit, m) for m in marks], e2e))
     metrics = summarise(calls, batch=batch, input_len=input_len, output_len=output_len)
+    metrics.update(energy_metrics(meter, joules, batch * output_len * len(calls), mn.ENERGY_J_PER_OUTPUT_TOKEN))
     first = clock.calls[0] if warmup else None
     metrics["first_call_s"] = loop.first_call_s
     metrics["first_call_ttft_s"] = timer.elapsed_s(first[0], first[1][0]) if first and first[1] else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+import llmdissect.metric_names as mn
 from llmdissect.workloads.train_config import TrainConfig
 
 
@@ -119,6 +120,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from llmdissect.engines.distributed import gather_objects, init_distributed, shutdown
+    from llmdissect.measure.energy import EnergyMeter, energy_metrics
     from llmdissect.measure.env import capture_device_env
     from llmdissect.measure.timer import Timer
     from llmdissect.workloads.train_measure import memory_pass, summarize
@@ -142,12 +144,17 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         losses.append(loss)
     if ctx.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
+    meter = EnergyMeter()  # the main rank meters this node over the timed steps
+    if ctx.is_main:
+        timer.synchronize()  # the warm-up's work is not the timed steps' energy
+        meter.start()
     all_marks = []
     for _ in range(cfg.steps):
         marks, loss = stepper.step()
         all_marks.append(marks)
         losses.append(loss)
     timer.synchronize()
+    joules = meter.stop() if ctx.is_main else None
     phases = [_phases(timer, m) for m in all_marks]
     memory = memory_pass(stepper, model, optimizer, ctx)
     loss_values = torch.stack(losses).float()
@@ -159,6 +166,8 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     per_rank = gather_objects(ctx, {"phases": phases, "warmup": warm, **memory})
     result = summarize(cfg, model, optimizer, per_rank, loss_values.tolist(), ctx) if ctx.is_main else {}
     if ctx.is_main:
+        tokens = cfg.micro_batch * cfg.seq * cfg.grad_accum * (ctx.world_size // cfg.tp) * cfg.steps
+        result["metrics"].update(energy_metrics(meter, joules, tokens, mn.ENERGY_J_PER_TRAINING_TOKEN))
         result["env"] = capture_device_env()
         if cfg.engine == "deepspeed":
             import os

@@ -86,6 +86,9 @@ def _count(r: RequestResult, usage: dict | None, tok: Any) -> None:
         r.output_tokens, r.output_tokens_source = int(usage["completion_tokens"]), "usage"
         if usage.get("prompt_tokens") is not None:
             r.prompt_tokens = int(usage["prompt_tokens"])
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, dict) and details.get("cached_tokens") is not None:
+            r.cached_tokens = int(details["cached_tokens"])
     elif tok is not None:
         r.output_tokens, r.output_tokens_source = tok.count(r.text), "tokenizer"
     else:

@@ -14,8 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import llmdissect.metric_names as mn
+from llmdissect.measure.energy import EnergyMeter
+from llmdissect.workloads.cost import serving_cost
 from llmdissect.workloads.serve import arrivals, client, metrics, prompts
+from llmdissect.workloads.serve.plan import Plan, build_plan
 from llmdissect.workloads.serve.serve_config import ENDPOINTS, ServeConfig
+from llmdissect.workloads.serve.sessions import History
 
 API_KEY_ENV = "OPENAI_API_KEY"
 MAX_WARM_CONNECTIONS = 512
@@ -52,17 +57,38 @@ async def _warm_connections(session: Any, url: str, headers: dict[str, str], n: 
     await asyncio.gather(*(get() for _ in range(n)))
 
 
+def _payload(cfg: ServeConfig, model: str, output_len: int, extras: dict[str, Any],
+             prompt: dict[str, Any]) -> dict[str, Any]:
+    payload: dict[str, Any] = {"model": model, "max_tokens": output_len, "stream": cfg.stream, **extras, **prompt}
+    if cfg.stream:
+        payload["stream_options"] = {"include_usage": True}
+    return payload
+
+
+def _prompt_fields(endpoint: str, p: prompts.Prompt) -> dict[str, Any]:
+    """A single-turn request's prompt: the shared prefix (if any) then the text."""
+    if endpoint == "chat":
+        system = [{"role": "system", "content": p.prefix}] if p.prefix else []
+        return {"messages": system + [{"role": "user", "content": p.text}]}
+    return {"prompt": p.prefix + p.text}
+
+
 def _bodies(cfg: ServeConfig, model: str, items: list[prompts.Prompt], extras: dict[str, Any]) -> list[bytes]:
+    return [json.dumps(_payload(cfg, model, p.output_len, extras, _prompt_fields(cfg.endpoint, p))).encode()
+            for p in items]
+
+
+def _results(plan: Plan) -> list[metrics.RequestResult]:
+    """One empty result per request, labelled with its session and turn or its shared prefix."""
     out = []
-    for p in items:
-        payload: dict[str, Any] = {"model": model, "max_tokens": p.output_len, "stream": cfg.stream, **extras}
-        if cfg.endpoint == "chat":
-            payload["messages"] = [{"role": "user", "content": p.text}]
-        else:
-            payload["prompt"] = p.text
-        if cfg.stream:
-            payload["stream_options"] = {"include_usage": True}
-        out.append(json.dumps(payload).encode())
+    for i, p in enumerate(plan.items):
+        r = metrics.RequestResult(index=i, requested_output_len=p.output_len, input_len=p.input_len,
+                                  prefix_id=p.prefix_id)
+        if plan.sessions:
+            turns = len(plan.sessions[0].turns)
+            r.session, r.turn = divmod(i, turns)
+            r.input_len = None if r.turn else p.input_len  # later turns carry the history too
+        out.append(r)
     return out
 
 
@@ -88,33 +114,18 @@ async def run_async(cfg: ServeConfig, api_key: str | None = None,
                                                        headers, dict(client.SERVER_KINDS[cfg.server_kind]))
         if tok is None and (Path(model) / "tokenizer.json").is_file():
             tok = prompts.Tok(Path(model))
-        if cfg.dataset:
-            items = prompts.dataset_prompts(Path(cfg.dataset), cfg.num_prompts, tok, cfg.output_len, cfg.seed)
-        else:
-            if tok is None:
-                from llmdissect.errors import UserError
-
-                raise UserError("synthetic prompts need the model's tokenizer: --tokenizer FOLDER (or --dataset FILE)")
-            items = prompts.synthetic_prompts(tok, cfg.num_prompts, cfg.input_len,
-                                              cfg.output_len or prompts.DEFAULT_OUTPUT_LEN, cfg.seed)
-        offsets = (arrivals.load_offsets(Path(cfg.arrivals))[:cfg.num_prompts] if cfg.arrivals else
-                   arrivals.gamma_offsets(cfg.num_prompts, cfg.request_rate, cfg.burstiness, cfg.seed))
-        if len(offsets) < len(items):
-            items = items[:len(offsets)]
-        bodies = _bodies(cfg, model, items, extras)
+        plan = build_plan(cfg, tok)
         url = base + endpoint
-        results = [metrics.RequestResult(index=i, requested_output_len=p.output_len, input_len=p.input_len)
-                   for i, p in enumerate(items)]
+        results = _results(plan)
         sem = asyncio.Semaphore(cfg.max_concurrency) if cfg.max_concurrency else None
         done_at: list[float] = []
 
-        async def one(i: int) -> None:
-            r = results[i]
+        async def send(r: metrics.RequestResult, body: bytes) -> None:
             if sem is not None:
                 await sem.acquire()
             try:
                 r.send_offset_s = time.perf_counter() - start
-                await client.send(session, url, bodies[i], headers, cfg.stream, r, tok)
+                await client.send(session, url, body, headers, cfg.stream, r, tok)
                 done_at.append(time.perf_counter() - start)
             finally:
                 if sem is not None:
@@ -122,17 +133,39 @@ async def run_async(cfg: ServeConfig, api_key: str | None = None,
             if on_done:
                 on_done(len(done_at), len(results))
 
+        async def conversation(s: int) -> None:
+            """One session's turns in order, each carrying the history (sessions.py)."""
+            history = History()
+            for t, turn in enumerate(plan.sessions[s].turns):
+                r = results[s * cfg.turns + t]
+                if t:
+                    await asyncio.sleep(cfg.think_time_s)
+                r.sent_prompt = history.request(cfg.endpoint, turn)
+                await send(r, json.dumps(_payload(cfg, model, turn.output_len, extras, r.sent_prompt)).encode())
+                if not r.ok:  # the conversation cannot go on without this answer
+                    for later in results[s * cfg.turns + t + 1:(s + 1) * cfg.turns]:
+                        later.error = f"turn {t} of the session failed"
+                    return
+                history.add(cfg.endpoint, turn, r.text)
+
+        bodies = [] if plan.sessions else _bodies(cfg, model, plan.items, extras)
+        for r, p in zip(results, plan.items):
+            r.sent_prompt = None if plan.sessions else _prompt_fields(cfg.endpoint, p)
+        n_starts = len(plan.sessions) if plan.sessions else len(results)
         warm = min(len(results), cfg.max_concurrency or len(results), MAX_WARM_CONNECTIONS)
         await _warm_connections(session, base + "/v1/models", headers, warm)
+        meter = EnergyMeter()
+        meter.start()
         cpu0 = time.process_time()
         start = time.perf_counter()
         tasks = []
-        for i, off in enumerate(offsets[:len(results)]):
+        for i, off in enumerate(plan.offsets[:n_starts]):
             await _sleep_until(start + off)
-            tasks.append(asyncio.ensure_future(one(i)))
+            tasks.append(asyncio.ensure_future(conversation(i) if plan.sessions else send(results[i], bodies[i])))
         await asyncio.gather(*tasks)
         cpu_s = time.process_time() - cpu0
-    sent = sorted(r.send_offset_s for r in results)
+        joules = meter.stop()
+    sent = sorted(r.send_offset_s for r in results if r.ok or not (r.error or "").startswith("turn "))
     duration = (max(done_at) - sent[0]) if done_at and sent else 0.0
     m = metrics.summarize(results, duration, cfg.slo)
     m.update({
@@ -140,10 +173,18 @@ async def run_async(cfg: ServeConfig, api_key: str | None = None,
         "client_cpu_s": cpu_s,  # time.process_time over the send loop (this process, all threads)
         "client_cpu_s_per_request": cpu_s / len(results) if results else None,
         "send_offsets_s": [r.send_offset_s for r in results],
-        "scheduled_offsets_s": list(offsets[:len(results)]),
+        "scheduled_offsets_s": list(plan.offsets[:n_starts]),
     })
+    m.update(serving_cost(cfg.usd_per_hour, "--usd-per-hour", duration, m["input_tokens"], m["output_tokens"]))
+    if joules is None:
+        m["energy_not_measured"] = meter.why_not
+    else:
+        m.update({mn.ENERGY_J: joules, "energy_sources": meter.sources,
+                  mn.ENERGY_J_PER_OUTPUT_TOKEN: joules / m["output_tokens"] if m["output_tokens"] else None})
     extra = {"model": model, "warm_connections": warm, "sent_fields": sorted(extras),
              "fixed_output_len": "ignore_eos" in extras,
              "output_tokens_counted_by": m["output_tokens_source"], "tokenizer": tok.path if tok else None,
-             "input_len_exact": (not cfg.dataset and all(p.input_len == cfg.input_len for p in items))}
+             "input_len_exact": (not cfg.dataset and not cfg.trace and not cfg.shared_prefixes and cfg.turns == 1
+                                 and all(p.input_len == cfg.input_len for p in plan.items)),
+             **plan.notes}
     return RunOutcome(results, m, extra, server, start)

@@ -11,10 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import llmdissect.metric_names as mn
-from llmdissect.errors import UserError
 from llmdissect.measure.stats import Stats
-
-SLO_KEYS = {"ttft": mn.TTFT_S, "tpot": mn.TPOT_S, "e2e": mn.E2E_LATENCY_S, "itl": mn.ITL_S}
 
 
 @dataclass
@@ -38,6 +35,15 @@ class RequestResult:
     """usage | tokenizer | chunks."""
     requested_output_len: int | None = None
     input_len: int | None = None
+    cached_tokens: int | None = None
+    """usage.prompt_tokens_details.cached_tokens, where the server reports it."""
+    session: int | None = None
+    """Multi-turn runs: the session and the turn (from 0) this request was."""
+    turn: int | None = None
+    prefix_id: int | None = None
+    """Shared-prefix loads: which shared prefix the prompt started with."""
+    sent_prompt: Any = None
+    """The prompt or messages sent (kept in memory for checks, never stored)."""
 
     @property
     def tpot_s(self) -> float | None:
@@ -103,20 +109,10 @@ def request_itls(r: RequestResult) -> list[float]:
 
 
 def parse_slo(text: str | None) -> dict[str, float]:
-    """`ttft=0.5,tpot=0.05` -> {"ttft_s": 0.5, "tpot_s": 0.05} (seconds)."""
-    slo: dict[str, float] = {}
-    for part in (text or "").split(","):
-        if not part.strip():
-            continue
-        key, _, value = part.partition("=")
-        key = key.strip().lower().removesuffix("_s")
-        if key not in SLO_KEYS:
-            raise UserError(f"unknown SLO {key!r}; use {', '.join(SLO_KEYS)} (seconds), e.g. ttft=0.5,tpot=0.05")
-        try:
-            slo[SLO_KEYS[key]] = float(value)
-        except ValueError:
-            raise UserError(f"SLO {key} needs a number of seconds, got {value!r}") from None
-    return slo
+    """`ttft=0.5,tpot_p99=0.05` or a preset's name -> limits in seconds (workloads/serve/slo.py)."""
+    from llmdissect.workloads.serve.slo import parse_slo as parse
+
+    return parse(text)
 
 
 def meets_slo(r: RequestResult, slo: dict[str, float]) -> bool:
@@ -124,8 +120,11 @@ def meets_slo(r: RequestResult, slo: dict[str, float]) -> bool:
     every SLO given. A metric the request has no value for (tpot of a 1-token answer) is met."""
     if not r.ok:
         return False
+    from llmdissect.workloads.serve.slo import split_key
+
     values = {mn.TTFT_S: r.ttft_s, mn.TPOT_S: r.tpot_s, mn.E2E_LATENCY_S: r.e2e_s}
-    for key, limit in slo.items():
+    for target, limit in slo.items():
+        key = split_key(target)[0]  # a percentile target is a per-request limit for goodput
         if key == mn.ITL_S:
             if any(x > limit for x in request_itls(r)):
                 return False
@@ -138,6 +137,16 @@ def meets_slo(r: RequestResult, slo: dict[str, float]) -> bool:
 
 def _stats(values: list[float]) -> dict[str, Any] | None:
     return Stats.of(values).to_dict() if values else None
+
+
+def prefix_cache(done: Sequence[RequestResult]) -> dict[str, Any]:
+    """Prefix-cache hit rate = cached prompt tokens / prompt tokens, over the completed requests
+    whose `usage` reported cached tokens (OpenAI's prompt_tokens_details.cached_tokens)."""
+    told = [r for r in done if r.cached_tokens is not None and r.prompt_tokens]
+    if not told:
+        return {mn.PREFIX_CACHE_HIT_RATE: None, "prefix_cache_reported": False}
+    hit = sum(r.cached_tokens or 0 for r in told) / sum(r.prompt_tokens or 0 for r in told)
+    return {mn.PREFIX_CACHE_HIT_RATE: hit, "prefix_cache_reported": True, "prefix_cache_requests": len(told)}
 
 
 def summarize(results: Sequence[RequestResult], duration_s: float, slo: dict[str, float]) -> dict[str, Any]:
@@ -172,6 +181,7 @@ def summarize(results: Sequence[RequestResult], duration_s: float, slo: dict[str
         "output_len_mismatched": len(mismatched),
         "output_lens": [r.output_tokens for r in done],
     }
+    m.update(prefix_cache(done))
     if slo:
         m["slo"] = slo
         good = sum(1 for r in done if meets_slo(r, slo))

@@ -19,9 +19,14 @@ DEFAULT_OUTPUT_LEN = 128
 @dataclass(frozen=True)
 class Prompt:
     text: str
+    """The user's part of the prompt."""
     input_len: int | None
-    """Prompt tokens by our tokenizer (no special tokens); None when no tokenizer."""
+    """Prompt tokens by our tokenizer (prefix included, no special tokens); None when no tokenizer."""
     output_len: int
+    prefix: str = ""
+    """A shared system prompt sent before `text` (completions: prepended; chat: a system message)."""
+    prefix_id: int | None = None
+    """Which shared prefix (shared-prefix loads), or None."""
 
 
 class Tok:
@@ -39,6 +44,7 @@ class Tok:
         except Exception as e:  # a corrupt file
             raise UserError(f"cannot load tokenizer {file}: {e}") from None
         self.path = str(path)
+        self._words: list[str] | None = None  # word_tokens(), found once
 
     def encode(self, text: str) -> list[int]:
         return self._tok.encode(text, add_special_tokens=False).ids
@@ -62,8 +68,10 @@ def find_tokenizer(tokenizer: str | None, model: str | None) -> Tok | None:
     return None
 
 
-def _word_tokens(tok: Tok) -> list[str]:
-    """Letter-only words that encode as exactly one token with a leading space."""
+def word_tokens(tok: Tok) -> list[str]:
+    """Letter-only words that encode as exactly one token with a leading space (kept per tokenizer)."""
+    if tok._words is not None:
+        return tok._words
     words = []
     for i in range(tok.vocab_size()):
         w = tok.decode([i]).strip()
@@ -71,7 +79,22 @@ def _word_tokens(tok: Tok) -> list[str]:
             words.append(w)
     if len(words) < 16:
         raise UserError(f"tokenizer {tok.path} has too few one-token words to build synthetic prompts")
-    return sorted(set(words))
+    tok._words = sorted(set(words))
+    return tok._words
+
+
+def fit_text(tok: Tok, chosen: list[str], n_tokens: int, rng: random.Random) -> str:
+    """" w1 w2 ..." of exactly `n_tokens` tokens: starts from the words `chosen` and drops or
+    adds words (from the tail) until the tokenizer agrees (one-token words almost always do)."""
+    words = word_tokens(tok)
+    text = " " + " ".join(chosen)
+    for _ in range(20):
+        got = tok.count(text)
+        if got == n_tokens:
+            break
+        chosen = chosen[:-1] if got > n_tokens else chosen + [rng.choice(words)]
+        text = " " + " ".join(chosen)
+    return text
 
 
 def synthetic_prompts(tok: Tok, n: int, input_len: int, output_len: int, seed: int = 0) -> list[Prompt]:
@@ -79,17 +102,10 @@ def synthetic_prompts(tok: Tok, n: int, input_len: int, output_len: int, seed: i
     if input_len < 1 or output_len < 1:
         raise UserError("--input-len and --output-len must be at least 1")
     rng = random.Random(seed)
-    words = _word_tokens(tok)
+    words = word_tokens(tok)
     out = []
     for _ in range(n):
-        chosen = rng.choices(words, k=input_len)
-        text = " " + " ".join(chosen)
-        for _ in range(20):
-            got = tok.count(text)
-            if got == input_len:
-                break
-            chosen = chosen[:-1] if got > input_len else chosen + [rng.choice(words)]
-            text = " " + " ".join(chosen)
+        text = fit_text(tok, rng.choices(words, k=input_len), input_len, rng)
         out.append(Prompt(text, tok.count(text), output_len))
     return out
 

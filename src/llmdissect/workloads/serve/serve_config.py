@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field
 ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 Endpoint = Literal["completions", "chat"]
 """The keys of ENDPOINTS (tests/unit/test_config_fields.py checks they agree)."""
+TraceFormat = Literal["auto", "mooncake", "azure", "burstgpt"]
+"""workloads.serve.traces.FORMATS."""
 ServerKind = Literal["auto", "vllm", "sglang", "llamacpp", "transformers", "openai"]
 """The keys of workloads.serve.client.SERVER_KINDS (checked by the same test)."""
 
@@ -48,12 +50,33 @@ class ServeConfig(BaseModel):
     """At most this many requests in flight (a closed loop); None: no limit."""
     arrivals: Optional[str] = None
     """Replay send offsets from a JSON file or a stored record instead of drawing them."""
+    turns: int = Field(1, ge=1)
+    """Turns per session: above 1, num_prompts sessions each send this many requests, every
+    turn carrying the whole conversation so far (workloads/serve/sessions.py)."""
+    think_time_s: float = Field(0.0, ge=0)
+    """Seconds between an answer and the session's next turn."""
+    shared_prefixes: int = Field(0, ge=0)
+    """Distinct shared system prompts (0: none); see workloads/serve/shared_prefix.py."""
+    prefix_len: int = Field(64, ge=1)
+    """Tokens of each shared prefix."""
+    prefix_fraction: float = Field(1.0, ge=0, le=1)
+    """Fraction of the requests (exactly, rounded) that start with a shared prefix."""
+    trace: Optional[str] = None
+    """Replay a recorded trace: its arrival times and lengths (workloads/serve/traces.py)."""
+    trace_format: TraceFormat = "auto"
+    """auto, mooncake (JSONL), azure (CSV) or burstgpt (CSV)."""
+    time_scale: float = Field(1.0, ge=0)
+    """Trace gaps are multiplied by this: 1 as recorded, 0.5 twice as fast."""
+    trace_block_tokens: int = Field(512, ge=1)
+    """Prompt tokens per Mooncake hash id (512 in Mooncake's traces)."""
     seed: int = 0
     """Seed of the prompts and the arrivals."""
     server_kind: ServerKind = "auto"
     """Which fields fix the output length: auto (probe), vllm, sglang, llamacpp, transformers, openai."""
     slo: dict[str, float] = Field(default_factory=dict)
     """Service-level objectives for goodput, seconds ({"ttft_s": 0.5, "tpot_s": 0.05})."""
+    usd_per_hour: Optional[float] = Field(None, gt=0)
+    """Price of the serving hardware, USD per hour, for the cost per million tokens; None: no cost."""
     timeout_s: float = 300.0
     """Per-request time limit, seconds."""
 

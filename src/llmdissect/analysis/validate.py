@@ -27,6 +27,7 @@ from typing import Any
 
 import llmdissect.metric_names as mn
 from llmdissect.analysis.predict import estimate_measured, join_key
+from llmdissect.analysis.repeats import runs_of
 from llmdissect.errors import UserError
 from llmdissect.results.schema import RunRecord
 
@@ -69,6 +70,8 @@ class Pair:
     predicted: float
     estimate: str
     """The stored estimate's id, or `computed` (this machine's calibration, now)."""
+    runs: int = 1
+    """How many runs of this configuration the measured value is the median of."""
 
     @property
     def error(self) -> float:
@@ -77,7 +80,7 @@ class Pair:
     def to_dict(self) -> dict[str, Any]:
         return {"record_id": self.record_id, "kind": self.kind, "label": self.label, "metric": self.metric,
                 "measured": self.measured, "predicted": self.predicted, "error": self.error,
-                "estimate": self.estimate}
+                "estimate": self.estimate, "runs": self.runs}
 
 
 @dataclass
@@ -134,8 +137,18 @@ def label(r: RunRecord) -> str:
     return r.kind
 
 
+def _stored_for(r: RunRecord, made_for: dict[str, RunRecord]) -> RunRecord | None:
+    """The estimate stored for this record, or for the newest of the runs a point folds."""
+    for rid in [r.id, *(run.id for run in reversed(getattr(r, "runs", [])))]:
+        if rid in made_for:
+            return made_for[rid]
+    return None
+
+
 def validate_records(records: list[RunRecord], estimates: list[RunRecord]) -> Validation:
-    """Pair every ok measured record with an estimate and compare metric by metric."""
+    """Pair every ok measured record (or point: analysis.repeats) with an estimate and compare
+    metric by metric; each distinct configuration is estimated once."""
+    cache: dict[str, Any] = {}
     stored: dict[tuple, RunRecord] = {}
     made_for: dict[str, RunRecord] = {}
     for e in estimates:  # oldest first: the newest of a configuration wins
@@ -153,18 +166,17 @@ def validate_records(records: list[RunRecord], estimates: list[RunRecord]) -> Va
             _comm_pairs(r, v)
             continue
         if r.kind == mn.SERVE:
-            _serve_pairs(r, v, made_for.get(r.id))
+            _serve_pairs(r, v, _stored_for(r, made_for))
             continue
         metrics = TRAIN_METRICS if r.kind in mn.TRAIN_KINDS else INFER_METRICS if r.kind == mn.INFER else None
         if metrics is None:
             v.unpaired.append((r.id, r.kind, f"the estimator has no model of `{r.kind}` runs"))
             continue
-        try:
-            est = estimate_measured(r.kind, r.config)
-        except (UserError, KeyError, TypeError) as e:
-            v.unpaired.append((r.id, r.kind, f"no estimate: {e}"))
+        est = _estimate_once(cache, r)
+        if isinstance(est, str):
+            v.unpaired.append((r.id, r.kind, est))
             continue
-        match = made_for.get(r.id) or stored.get(join_key(r.kind, est.config))
+        match = _stored_for(r, made_for) or stored.get(join_key(r.kind, est.config))
         if match is not None:
             est_metrics, est_id = match.metrics, match.id
         else:
@@ -174,12 +186,26 @@ def validate_records(records: list[RunRecord], estimates: list[RunRecord]) -> Va
         for name, (measured_of, predicted_of) in metrics.items():
             meas, pred = measured_of(r.metrics), predicted_of(est_metrics)
             if meas and pred is not None:
-                v.pairs.append(Pair(r.id, r.kind, label(r), name, float(meas), float(pred), est_id))
+                v.pairs.append(Pair(r.id, r.kind, label(r), name, float(meas), float(pred), est_id, runs_of(r)))
             elif meas:
                 why = ("no time estimate: no ceilings for this device (run `llmdissect peak`)"
                        if est_metrics.get("time") is None else "the estimate has no value for it")
                 v.unpredicted.append((r.id, name, why))
     return v
+
+
+def _estimate_once(cache: dict[str, Any], r: RunRecord):
+    """The Estimate of the record's configuration, or why there is none; made once per
+    distinct (kind, config), however many records share it."""
+    import json
+
+    key = json.dumps([r.kind, r.config], sort_keys=True, default=str)
+    if key not in cache:
+        try:
+            cache[key] = estimate_measured(r.kind, r.config)
+        except (UserError, KeyError, TypeError) as e:
+            cache[key] = f"no estimate: {e}"
+    return cache[key]
 
 
 def _serve_pairs(r: RunRecord, v: Validation, stored: RunRecord | None) -> None:
@@ -200,7 +226,7 @@ def _serve_pairs(r: RunRecord, v: Validation, stored: RunRecord | None) -> None:
     for name, (measured_of, predicted_of) in SERVE_METRICS.items():
         meas, pred = measured_of(r.metrics), predicted_of(est_metrics)
         if meas and pred is not None:
-            v.pairs.append(Pair(r.id, r.kind, label(r), name, float(meas), float(pred), est_id))
+            v.pairs.append(Pair(r.id, r.kind, label(r), name, float(meas), float(pred), est_id, runs_of(r)))
 
 
 def _comm_pairs(r: RunRecord, v: Validation) -> None:

@@ -21,12 +21,15 @@ class Filters:
     ids: Iterable[str] | None = None
     limit: int | None = None
     """The newest N (still returned oldest first)."""
+    source: str | None = None
+    offset: int = 0
+    """With `limit`: skip the newest `offset` first (pages of `results list`)."""
 
 
 def select_records_sql(f: Filters, mark: str, order_column: str) -> tuple[str, list, bool]:
     """(sql, args, newest_first): with a limit the rows come newest first, to be reversed."""
     where, args = [], []
-    for column, value in (("kind", f.kind), ("suite", f.suite), ("status", f.status)):
+    for column, value in (("kind", f.kind), ("suite", f.suite), ("status", f.status), ("source", f.source)):
         if value is not None:
             where.append(f"{column} = {mark}")
             args.append(value)
@@ -42,7 +45,8 @@ def select_records_sql(f: Filters, mark: str, order_column: str) -> tuple[str, l
         sql += " WHERE " + " AND ".join(where)
     if f.limit is None:
         return sql + f" ORDER BY started_at, {order_column}", args, False
-    return sql + f" ORDER BY started_at DESC, {order_column} DESC LIMIT {int(f.limit)}", args, True
+    page = f" LIMIT {int(f.limit)}" + (f" OFFSET {int(f.offset)}" if f.offset else "")
+    return sql + f" ORDER BY started_at DESC, {order_column} DESC" + page, args, True
 
 
 def get_record_sql(mark: str) -> str:

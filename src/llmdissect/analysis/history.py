@@ -51,8 +51,9 @@ def split_recent(values: list[float]) -> tuple[list[float], list[float]]:
 
 
 def verdict(point: PointRecord) -> Verdict | None:
-    """The point's verdict, or None with fewer than MIN_RUNS runs carrying the headline."""
-    h = headline(point.kind)
+    """The point's verdict, or None with fewer than MIN_RUNS runs carrying the headline (or for
+    estimates: the same configuration estimated again is not a run)."""
+    h = headline(point.kind) if point.source == "measured" else None
     values = [r.value for r in point.runs if r.value is not None]  # runs are in time order
     if h is None or len(values) < MIN_RUNS:
         return None

@@ -250,4 +250,5 @@ def _comm_pairs(r: RunRecord, v: Validation) -> None:
         if t > 0 and row[mn.BUSBW_BYTES_PER_S] > 0:
             pred = row[mn.SIZE_BYTES] / t * row["busbw_factor"]
             v.pairs.append(Pair(r.id, mn.COMM, f"{row['op']} {row['placement']} {row[mn.SIZE_BYTES]} B",
-                                mn.BUSBW_BYTES_PER_S, float(row[mn.BUSBW_BYTES_PER_S]), float(pred), source))
+                                mn.BUSBW_BYTES_PER_S, float(row[mn.BUSBW_BYTES_PER_S]), float(pred), source,
+                                runs_of(r)))

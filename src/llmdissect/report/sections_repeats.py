@@ -6,7 +6,7 @@ import statistics
 
 from llmdissect.analysis.compare import describe
 from llmdissect.analysis.history import MIN_CHANGE, MIN_RUNS, verdicts
-from llmdissect.analysis.repeats import PointRecord
+from llmdissect.analysis.repeats import PointRecord, headline
 from llmdissect.report import plots
 from llmdissect.report.section import Section, Table, pct
 from llmdissect.report.select import machine
@@ -65,7 +65,8 @@ def history(records: list[RunRecord]) -> Section | None:
     rows = []
     for p in points:
         ci, values, v = p.interval(), p.values(), by_point.get(id(p))
-        rows.append((_label(p), machine(p.env), p.count, v.metric if v else None,
+        h = headline(p.kind)
+        rows.append((_label(p), machine(p.env), p.count, h[0] if h else None,
                      statistics.median(values) if values else None, ci and ci[0], ci and ci[1],
                      p.runs[0].started_at[:16], p.runs[-1].started_at[:16],
                      len({r.revision for r in p.runs}), v.verdict if v else "-"))
@@ -74,7 +75,7 @@ def history(records: list[RunRecord]) -> Section | None:
                             rows))
     shown = sorted(points, key=lambda p: (by_point.get(id(p)) is None or by_point[id(p)].verdict == "within noise",
                                           -p.count))[:MAX_PANELS]
-    panels = {f"{_label(p)} ({by_point[id(p)].metric if id(p) in by_point else 'headline'})": _binned(p.values())
+    panels = {f"{_label(p)} ({headline(p.kind)[0]})": _binned(p.values())
               for p in shown if len(p.values()) > 1}
     if panels:
         sec.plots.append(plots.small_multiples(

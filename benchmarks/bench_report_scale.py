@@ -5,14 +5,15 @@ process), with its peak resident memory (the child's ru_maxrss).
 The records are copies of real ones (a quick-suite run: tests/fixtures/quick_records.jsonl,
 or the records of `--from DB`) with distinct ids and seeds, one minute apart, times moved
 by up to 3 % (tests/replicate.py), so every configuration repeats as in nightly runs.
-`compare` compares the first half of the suite's time range against the second (`--since`
-split: two stores would double the disk). Growth per 10x = time at 10n / time at n.
+`compare --since` compares the first half of the records' time range against the second.
+Growth per 10x = time at 10n / time at n.
 
     python benchmarks/bench_report_scale.py [--sizes 1000,10000,100000] [--from DB] [--keep DIR]
 """
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import subprocess
@@ -86,14 +87,14 @@ def main() -> None:
             half = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(middle))
             commands = {"report": ["report", "--db", str(db), "-o", str(work / f"report-{n}")],
                         "validate": ["validate", "--db", str(db)],
-                        "compare": ["compare", "--db", str(db), "nightly", "nightly", "--since", half],
+                        "compare": ["compare", "--db", str(db), "--since", half],
                         "results list": ["results", "list", "--db", str(db)]}
             for name, args in commands.items():
                 seconds, peak, _ = timed(args, env)
                 growth = ""
                 if name in previous:
                     m, s = previous[name]
-                    growth = f"{(seconds / s) ** (1 / __import__('math').log10(n / m)):.2f}x"
+                    growth = f"{(seconds / s) ** (1 / math.log10(n / m)):.2f}x"
                 previous[name] = (n, seconds)
                 print(f"{n:>8} {name:<13} {seconds:>8.1f} {peak:>9.0f} {growth:>10}", flush=True)
             if not opts.keep:

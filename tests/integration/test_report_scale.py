@@ -8,7 +8,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from replicate import base_records, copies
 
 from conftest import assert_user_error, run_cli
 from llmdissect.analysis.history import verdicts
@@ -16,6 +15,7 @@ from llmdissect.analysis.repeats import PointRecord, fold
 from llmdissect.report.build import Report, build_sections, write_report
 from llmdissect.report.select import select_points
 from llmdissect.results.store import open_store
+from replicate import base_records, copies
 
 N = 1000
 POINTS = 33

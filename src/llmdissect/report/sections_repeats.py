@@ -74,7 +74,7 @@ def history(records: list[RunRecord]) -> Section | None:
                                                 "95 % high", "first run", "last run", "git revisions", "verdict"],
                             rows))
     shown = sorted(points, key=lambda p: (by_point.get(id(p)) is None or by_point[id(p)].verdict == "within noise",
-                                          -p.count))[:MAX_PANELS]
+                                          p.source != "measured", -p.count))[:MAX_PANELS]
     panels = {f"{_label(p)} ({headline(p.kind)[0]})": _binned(p.values())
               for p in shown if len(p.values()) > 1}
     if panels:

@@ -90,8 +90,12 @@ def compare(a: Optional[str] = typer.Argument(None, help="Run id, suite name or 
     elif a is None or b is None or since is not None or rev is not None:
         raise UserError("give A and B, or one of --since DATE and --rev A..B")
     else:
+        from llmdissect.analysis.repeats import fold
+
         ra, name_a, single_a = resolve(a, db)
         rb, name_b, single_b = resolve(b, db)
+        if not (single_a and single_b):  # the repeats of a configuration on a side are one point
+            ra, rb = (ra if single_a else fold(ra)), (rb if single_b else fold(rb))
     if single_a and single_b:  # two runs named on purpose: compare them even if their configs differ
         x, y = ra[0], rb[0]
         if x.kind != y.kind:

@@ -21,7 +21,7 @@ profile holds them, for all_reduce, all_gather and reduce_scatter).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,36 +137,42 @@ def label(r: RunRecord) -> str:
     return r.kind
 
 
-def _stored_for(r: RunRecord, made_for: dict[str, RunRecord]) -> RunRecord | None:
-    """The estimate stored for this record, or for the newest of the runs a point folds."""
-    for rid in [r.id, *(run.id for run in reversed(getattr(r, "runs", [])))]:
-        if rid in made_for:
-            return made_for[rid]
-    return None
-
-
-def validate_records(records: list[RunRecord], estimates: list[RunRecord]) -> Validation:
-    """Pair every ok measured record (or point: analysis.repeats) with an estimate and compare
-    metric by metric; each distinct configuration is estimated once."""
-    cache: dict[str, Any] = {}
+def _made_for(records: list[RunRecord], estimates: Iterable[RunRecord]) -> tuple[dict[int, RunRecord], dict]:
+    """(estimate stored for each record, standalone estimates by join key). For a point
+    (analysis.repeats) the estimate stored for its newest run that has one; only one per record
+    is kept however many stream by, so memory grows with the points, not the estimates."""
+    order: dict[str, tuple[int, int]] = {}
+    for i, r in enumerate(records):
+        for k, rid in enumerate([*(run.id for run in getattr(r, "runs", [])), r.id]):
+            order[rid] = (i, k)  # later in the list: newer (the record's own id last)
+    best: dict[int, tuple[int, RunRecord]] = {}
     stored: dict[tuple, RunRecord] = {}
-    made_for: dict[str, RunRecord] = {}
     for e in estimates:  # oldest first: the newest of a configuration wins
         if e.env.get("validates"):
-            made_for[e.env["validates"]] = e
+            where = order.get(e.env["validates"])
+            if where is not None and where[1] >= best.get(where[0], (-1, None))[0]:
+                best[where[0]] = (where[1], e)
             continue
         k = join_key(e.config.get("kind_estimated", ""), e.config)
         if k is not None:
             stored[k] = e
+    return {i: e for i, (_, e) in best.items()}, stored
+
+
+def validate_records(records: list[RunRecord], estimates: Iterable[RunRecord]) -> Validation:
+    """Pair every ok measured record (or point: analysis.repeats) with an estimate and compare
+    metric by metric; each distinct configuration is estimated once. `estimates` may stream."""
+    cache: dict[str, Any] = {}
+    made_for, stored = _made_for(records, estimates)
     v = Validation()
-    for r in records:
+    for i, r in enumerate(records):
         if r.source != "measured" or r.status != "ok":
             continue
         if r.kind == mn.COMM:
             _comm_pairs(r, v)
             continue
         if r.kind == mn.SERVE:
-            _serve_pairs(r, v, _stored_for(r, made_for))
+            _serve_pairs(r, v, made_for.get(i))
             continue
         metrics = TRAIN_METRICS if r.kind in mn.TRAIN_KINDS else INFER_METRICS if r.kind == mn.INFER else None
         if metrics is None:
@@ -176,7 +182,7 @@ def validate_records(records: list[RunRecord], estimates: list[RunRecord]) -> Va
         if isinstance(est, str):
             v.unpaired.append((r.id, r.kind, est))
             continue
-        match = _stored_for(r, made_for) or stored.get(join_key(r.kind, est.config))
+        match = made_for.get(i) or stored.get(join_key(r.kind, est.config))
         if match is not None:
             est_metrics, est_id = match.metrics, match.id
         else:

@@ -46,12 +46,11 @@ def validate(
     with open_existing(db) as store:
         for r in store.iter_query(suite=suite, status="ok", source="measured"):
             folder.add(r)
-        estimates = store.query(kind=mn.ESTIMATE)
-    measured, n_runs = folder.records(), folder.runs
+        measured, n_runs = folder.records(), folder.runs
+        v = validate_records(measured, store.iter_query(kind=mn.ESTIMATE)) if measured else None
     if not measured:
         where = f"suite {suite!r}" if suite else "the store"
         raise UserError(f"no measured record with status ok in {where} to validate (run a suite or a bench first)")
-    v = validate_records(measured, estimates)
     if store_estimates and v.computed:
         from llmdissect.results.store import open_store
 

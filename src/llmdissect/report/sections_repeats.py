@@ -40,6 +40,14 @@ def _binned(values: list[float]) -> tuple[list[float], list[float]]:
     return xs, ys
 
 
+def _revisions(v) -> str:
+    """Which git revisions the newest runs and the earlier ones ran at: where to look for the cause."""
+    runs = [r for r in v.point.runs if r.value is not None]
+    def names(rs) -> str:
+        return ", ".join(sorted({str(r.revision or "unknown")[:10] for r in rs}))
+    return f"git revision {names(runs[-v.n_recent:])} against {names(runs[:-v.n_recent])}"
+
+
 def history(records: list[RunRecord]) -> Section | None:
     points = _repeated(records)
     if not points:
@@ -60,7 +68,7 @@ def history(records: list[RunRecord]) -> Section | None:
         sec.findings.append(f"{v.verdict.capitalize()}: {_label(v.point)} on {machine(v.point.env)}: {v.metric} "
                             f"{v.before:.4g} -> {v.recent:.4g} ({pct(v.change)}; {v.n_recent} newest run(s) "
                             f"against {v.n_before} earlier; intervals {v.before_ci[0]:.4g}-{v.before_ci[1]:.4g} "
-                            f"and {v.recent_ci[0]:.4g}-{v.recent_ci[1]:.4g}).")
+                            f"and {v.recent_ci[0]:.4g}-{v.recent_ci[1]:.4g}; {_revisions(v)}).")
     by_point = {id(v.point): v for v in judged}
     rows = []
     for p in points:

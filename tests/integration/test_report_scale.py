@@ -119,3 +119,18 @@ def test_results_list_pages(nightly) -> None:
     assert len(first) == len(second) == 10
     assert second[-1]["started_at"] < first[0]["started_at"]
     assert not {r["id"] for r in first} & {r["id"] for r in second}
+
+
+def test_compare_rev_pairs_two_git_revisions(tmp_path, base) -> None:
+    """8 runs per configuration, the newer half at another revision with the pretrain point slower."""
+    slow = next(i for i, d in enumerate(base) if d["kind"] == "pretrain")
+    records = list(copies(base, 8 * POINTS, slower={slow: 1.3}, recent_share=0.5))
+    for i, r in enumerate(records):
+        r.env = {**r.env, "git_revision": "aaa111" if i < 4 * POINTS else "bbb222"}
+    db = tmp_path / "rev.db"
+    with open_store(db) as store:
+        store.add_new(records)
+    out = json.loads(run_cli("compare", "--db", str(db), "--rev", "aaa..bbb", "--json", check=True).stdout)
+    assert (out["a"], out["b"]) == ("revision aaa", "revision bbb")
+    moved = [r for r in out["rows"] if r["verdict"] == "beyond noise" and abs(r["ratio"] - 1) > 0.1]
+    assert {r["configuration"] for r in moved} == {"tiny-llama single mb=2"}

@@ -5,7 +5,9 @@ configuration. Reports and `validate` show each configuration once: a `PointReco
 carries the latest run's config and env, metrics that are the median across its runs, and
 the list of its runs (id, start, git revision, headline value) for counts, intervals and
 history. Records are folded as they stream from the store, so memory grows with the number
-of points and a few numbers per run, not with the records' samples.
+of points and a few numbers per run, not with the records' samples; read light (without the
+per-row tables, results.query.BULKY_METRICS) and `restore`d, only the latest run of each point
+is parsed whole.
 
 Estimates fold the same way (an estimate repeated per run is one). Point key: kind,
 source, the machine (`machine_label`), and the config without the fields that say how a
@@ -157,6 +159,18 @@ class PointFolder:
             return
         h = headline(r.kind)
         self._points.setdefault(point_key(r), _Point()).add(r, h[0] if h else None)
+
+    def restore(self, store: Any) -> None:
+        """Put back the whole records (`store.query(ids=...)`) of what was folded from light ones
+        (`iter_query(light=True)`): each point's latest run and the records kept as they are."""
+        wanted = [p.latest.id for p in self._points.values() if p.latest is not None] + [r.id for r in self.others]
+        whole: dict[str, RunRecord] = {}
+        for start in range(0, len(wanted), 500):
+            whole.update((r.id, r) for r in store.query(ids=wanted[start:start + 500]))
+        for p in self._points.values():
+            if p.latest is not None and p.latest.id in whole:
+                p.latest = whole[p.latest.id]
+        self.others = [whole.get(r.id, r) for r in self.others]
 
     def records(self) -> list[RunRecord]:
         """The points and the other records, oldest (latest run) first."""

@@ -52,7 +52,7 @@ def split_store(db: Path | None, since: str | None, rev: str | None) -> tuple[li
         names = (f"before {cut[:16]}", f"since {cut[:16]}")
     left, right = PointFolder(), PointFolder()
     with open_existing(db) as store:
-        for r in store.iter_query(status="ok"):
+        for r in store.iter_query(status="ok", light=True):
             if rev is not None:
                 got = str(r.env.get("git_revision") or "")
                 side = left if got and got.startswith(ra) else right if got and got.startswith(rb) else None
@@ -60,6 +60,8 @@ def split_store(db: Path | None, since: str | None, rev: str | None) -> tuple[li
                 side = left if r.started_at < cut else right
             if side is not None:
                 side.add(r)
+        left.restore(store)
+        right.restore(store)
     if not left.runs or not right.runs:
         raise UserError(f"no ok records {names[0] if not left.runs else names[1]} in "
                         f"{db or 'the default results database'}")

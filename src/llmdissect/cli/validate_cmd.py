@@ -44,10 +44,11 @@ def validate(
 
     folder = PointFolder()  # the repeats of a configuration on one machine are one point
     with open_existing(db) as store:
-        for r in store.iter_query(suite=suite, status="ok", source="measured"):
+        for r in store.iter_query(suite=suite, status="ok", source="measured", light=True):
             folder.add(r)
+        folder.restore(store)
         measured, n_runs = folder.records(), folder.runs
-        v = validate_records(measured, store.iter_query(kind=mn.ESTIMATE)) if measured else None
+        v = validate_records(measured, store.iter_query(kind=mn.ESTIMATE, light=True)) if measured else None
     if not measured:
         where = f"suite {suite!r}" if suite else "the store"
         raise UserError(f"no measured record with status ok in {where} to validate (run a suite or a bench first)")

@@ -74,8 +74,11 @@ def _stream(db, folder, *, suite: str | None, since: str | None, ids: Iterable[s
             for r in sorted((store.get(i) for i in wanted), key=lambda r: r.started_at):
                 folder.add(r)
         else:
-            for r in store.iter_query(suite=suite, since=parse_since(since) if since else None):
+            light = isinstance(folder, PointFolder)  # a point needs only its latest run whole
+            for r in store.iter_query(suite=suite, since=parse_since(since) if since else None, light=light):
                 folder.add(r)
+            if light:
+                folder.restore(store)
     if not folder.runs:
         what = f"suite {suite!r}" if suite else f"since {since}" if since else "the store"
         raise UserError(f"no records for {what} in {db or 'the default results database'}")

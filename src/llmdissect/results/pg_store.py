@@ -14,7 +14,14 @@ from typing import Any
 
 from llmdissect.errors import UserError
 from llmdissect.results.location import shown
-from llmdissect.results.query import RUN_COLUMNS, Filters, get_record_sql, record_row, select_records_sql
+from llmdissect.results.query import (
+    RUN_COLUMNS,
+    Filters,
+    get_record_sql,
+    light_column,
+    record_row,
+    select_records_sql,
+)
 from llmdissect.results.schema import RunRecord
 
 MIGRATION_LOCK = 7_210_421
@@ -77,10 +84,12 @@ class ServerStore:
         return [RunRecord.from_dict(json.loads(r[0])) for r in (reversed(rows) if newest_first else rows)]
 
     def iter_query(self, *, kind: str | None = None, suite: str | None = None, status: str | None = None,
-                   since: str | None = None, source: str | None = None) -> Iterator[RunRecord]:
+                   since: str | None = None, source: str | None = None, light: bool = False) -> Iterator[RunRecord]:
         """The records of `query`, oldest first, one at a time (rows are fetched in one read:
-        psycopg's client cursor holds them; the parsed records are not all kept)."""
-        sql, args, _ = select_records_sql(Filters(kind, suite, status, since, None, None, source), "%s", "seq")
+        psycopg's client cursor holds them; the parsed records are not all kept). `light`: without
+        the per-row tables of the metrics (query.BULKY_METRICS), cut by the server."""
+        sql, args, _ = select_records_sql(Filters(kind, suite, status, since, None, None, source), "%s", "seq",
+                                          light_column("postgresql") if light else "record_json")
         for (text,) in self._read(sql, args):
             yield RunRecord.from_dict(json.loads(text))
 

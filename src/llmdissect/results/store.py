@@ -16,7 +16,14 @@ from pathlib import Path
 from llmdissect.errors import UserError
 from llmdissect.paths import default_db_path
 from llmdissect.results.location import server_url
-from llmdissect.results.query import RUN_COLUMNS, Filters, get_record_sql, record_row, select_records_sql
+from llmdissect.results.query import (
+    RUN_COLUMNS,
+    Filters,
+    get_record_sql,
+    light_column,
+    record_row,
+    select_records_sql,
+)
 from llmdissect.results.schema import RunRecord
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -111,10 +118,12 @@ class ResultStore:
         return [RunRecord.from_dict(json.loads(r[0])) for r in (reversed(rows) if newest_first else rows)]
 
     def iter_query(self, *, kind: str | None = None, suite: str | None = None, status: str | None = None,
-                   since: str | None = None, source: str | None = None) -> Iterator[RunRecord]:
+                   since: str | None = None, source: str | None = None, light: bool = False) -> Iterator[RunRecord]:
         """The records of `query`, oldest first, one at a time: a caller that folds them as they
-        come (reports, validate) holds one record at a time, not the whole store."""
-        sql, args, _ = select_records_sql(Filters(kind, suite, status, since, None, None, source), "?", "rowid")
+        come (reports, validate) holds one record at a time, not the whole store. `light`: without
+        the per-row tables of the metrics (query.BULKY_METRICS), cut by the database."""
+        sql, args, _ = select_records_sql(Filters(kind, suite, status, since, None, None, source), "?", "rowid",
+                                          light_column("sqlite") if light else "record_json")
         for (text,) in self._conn.execute(sql, args):
             yield RunRecord.from_dict(json.loads(text))
 

@@ -50,3 +50,14 @@ def test_verdict_slower_faster_and_noise() -> None:
     assert verdict(faster).verdict == "faster"
     assert verdict(same).verdict == "within noise"
     assert verdict(fold([run(1.0, i, seed=i) for i in range(3)])[0]) is None  # too few runs
+
+
+def test_history_section_marks_new_revisions_and_lists_the_slower_point() -> None:
+    from llmdissect.report.sections_repeats import _revision_changes, history
+
+    points = fold([run(1.0 * (1.3 if i >= 9 else 1.0), i, seed=i) for i in range(12)])
+    assert _revision_changes(points[0]) == [4.5, 8.5]  # rev0 -> rev1 -> rev2, four runs each
+    sec = history(points)
+    assert [f for f in sec.findings if f.startswith("Slower:")] == [sec.findings[1]]
+    assert "git revision rev2 against rev0, rev1, rev2" in sec.findings[1]
+    assert sec.tables[0].rows[0][2] == 12 and sec.plots[0].name == "history-trend"

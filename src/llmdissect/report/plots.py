@@ -180,14 +180,18 @@ def roofline(name: str, title: str, ceilings: dict[str, tuple[float, float]],
 
 
 def small_multiples(name: str, title: str, panels: dict[str, tuple[Sequence[float], Sequence[float]]], *,
-                    xlabel: str, ylabel: str, columns: int = 4) -> Plot:
-    """One small panel per series of (x, y), own y scale each: a metric's trend per point."""
+                    xlabel: str, ylabel: str, columns: int = 4,
+                    marks: dict[str, Sequence[float]] | None = None) -> Plot:
+    """One small panel per series of (x, y), own y scale each: a metric's trend per point;
+    `marks`: x positions drawn as thin vertical lines in a panel (where the git revision changed)."""
     plt = _plt()
     rows = -(-len(panels) // columns)
     plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": name, "font.size": 7})
     fig, axes = plt.subplots(rows, columns, figsize=(8.0, 0.4 + 1.5 * rows), squeeze=False)
     for ax, (label, (xs, ys)) in zip(axes.flat, panels.items()):
         ax.plot(xs, ys, ".-", ms=3, lw=0.8, color=COLORS[0])
+        for x in (marks or {}).get(label, []):
+            ax.axvline(x, color="#999", lw=0.6, ls="--")
         ax.set_title(_wrap(label, 40), fontsize=6.5, loc="left")
         ax.tick_params(labelsize=6)
     for ax in list(axes.flat)[len(panels):]:

@@ -40,6 +40,13 @@ def _binned(values: list[float]) -> tuple[list[float], list[float]]:
     return xs, ys
 
 
+def _revision_changes(p: PointRecord) -> list[float]:
+    """Between which runs (of those with a value) the git revision changed, as x positions of the
+    trend panel (runs numbered from 1); at most 20, the latest."""
+    runs = [r for r in p.runs if r.value is not None]
+    return [i + 0.5 for i in range(1, len(runs)) if runs[i].revision != runs[i - 1].revision][-20:]
+
+
 def _revisions(v) -> str:
     """Which git revisions the newest runs and the earlier ones ran at: where to look for the cause."""
     runs = [r for r in v.point.runs if r.value is not None]
@@ -83,12 +90,13 @@ def history(records: list[RunRecord]) -> Section | None:
                             rows))
     shown = sorted(points, key=lambda p: (by_point.get(id(p)) is None or by_point[id(p)].verdict == "within noise",
                                           p.source != "measured", -p.count))[:MAX_PANELS]
-    panels = {f"{_label(p)} ({headline(p.kind)[0]})": _binned(p.values())
-              for p in shown if len(p.values()) > 1}
+    shown = [p for p in shown if len(p.values()) > 1]
+    panels = {f"{_label(p)} ({headline(p.kind)[0]})": _binned(p.values()) for p in shown}
+    marks = {f"{_label(p)} ({headline(p.kind)[0]})": _revision_changes(p) for p in shown}
     if panels:
         sec.plots.append(plots.small_multiples(
-            "history-trend", "Headline metric of each repeated point, run after run", panels,
-            xlabel="run, oldest first (binned medians past 60 runs)",
+            "history-trend", "Headline metric of each repeated point, run after run", panels, marks=marks,
+            xlabel="run, oldest first (binned medians past 60 runs); dashed: a new git revision",
             ylabel="headline metric (step time s, TTFT s, busbw B/s)"))
     return sec
 

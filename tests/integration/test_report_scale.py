@@ -47,7 +47,7 @@ def test_fixture_is_one_quick_run_of_distinct_configurations(base) -> None:
     assert len(fold(copies(base, len(base)))) == POINTS
 
 
-def test_thousand_records_are_29_points_each_finding_once(nightly, tmp_path, base) -> None:
+def test_thousand_records_are_one_point_per_configuration_each_finding_once(nightly, tmp_path, base) -> None:
     records, runs = select_points(nightly)
     assert runs == N and len(records) == POINTS
     assert all(isinstance(r, PointRecord) for r in records)

@@ -52,6 +52,21 @@ def test_add_get_query_and_filters(store_at):
         assert store.count() == 7 and store.get(ids[0]).status == "failed"
 
 
+def test_streaming_light_reads_and_pages(store_at):
+    """iter_query streams in order with the same filters; light cuts the per-row tables in the
+    database; a page is the newest LIMIT after OFFSET."""
+    with open_store(store_at) as store:
+        rows = [{"op": "x", "time_s": 1.0}] * 3
+        for i in range(5):
+            store.add(record(i, metrics={"tokens_per_s": float(i), "rows": rows}))
+        store.add(RunRecord(kind="pretrain", status="failed", started_at="2026-01-01T00:01:00.000+00:00"))
+        light = list(store.iter_query(status="ok", source="estimated", light=True))
+        assert [r.config["i"] for r in light] == [0, 1, 2, 3, 4]
+        assert all("rows" not in r.metrics and r.metrics["tokens_per_s"] == r.config["i"] for r in light)
+        assert [r.metrics["rows"] for r in store.iter_query(kind="estimate")] == [rows] * 5
+        assert [r.config.get("i") for r in store.query(limit=2, offset=2)] == [2, 3]
+
+
 def test_import_is_idempotent(store_at, tmp_path):
     write_records_file(tmp_path / "jobs", "a.records.jsonl", [record(i) for i in range(4)])
     with open_store(store_at) as store:

@@ -22,12 +22,13 @@ profile holds them, for all_reduce, all_gather and reduce_scatter).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import llmdissect.metric_names as mn
 from llmdissect.analysis.predict import estimate_measured, join_key
+from llmdissect.analysis.repeats import runs_of
 from llmdissect.errors import UserError
 from llmdissect.results.schema import RunRecord
 
@@ -79,6 +80,8 @@ class Pair:
     predicted: float
     estimate: str
     """The stored estimate's id, or `computed` (this machine's calibration, now)."""
+    runs: int = 1
+    """How many runs of this configuration the measured value is the median of."""
 
     @property
     def error(self) -> float:
@@ -87,7 +90,7 @@ class Pair:
     def to_dict(self) -> dict[str, Any]:
         return {"record_id": self.record_id, "kind": self.kind, "label": self.label, "metric": self.metric,
                 "measured": self.measured, "predicted": self.predicted, "error": self.error,
-                "estimate": self.estimate}
+                "estimate": self.estimate, "runs": self.runs}
 
 
 @dataclass
@@ -144,37 +147,52 @@ def label(r: RunRecord) -> str:
     return r.kind
 
 
-def validate_records(records: list[RunRecord], estimates: list[RunRecord]) -> Validation:
-    """Pair every ok measured record with an estimate and compare metric by metric."""
+def _made_for(records: list[RunRecord], estimates: Iterable[RunRecord]) -> tuple[dict[int, RunRecord], dict]:
+    """(estimate stored for each record, standalone estimates by join key). For a point
+    (analysis.repeats) the estimate stored for its newest run that has one; only one per record
+    is kept however many stream by, so memory grows with the points, not the estimates."""
+    order: dict[str, tuple[int, int]] = {}
+    for i, r in enumerate(records):
+        for k, rid in enumerate([*(run.id for run in getattr(r, "runs", [])), r.id]):
+            order[rid] = (i, k)  # later in the list: newer (the record's own id last)
+    best: dict[int, tuple[int, RunRecord]] = {}
     stored: dict[tuple, RunRecord] = {}
-    made_for: dict[str, RunRecord] = {}
     for e in estimates:  # oldest first: the newest of a configuration wins
         if e.env.get("validates"):
-            made_for[e.env["validates"]] = e
+            where = order.get(e.env["validates"])
+            if where is not None and where[1] >= best.get(where[0], (-1, None))[0]:
+                best[where[0]] = (where[1], e)
             continue
         k = join_key(e.config.get("kind_estimated", ""), e.config)
         if k is not None:
             stored[k] = e
+    return {i: e for i, (_, e) in best.items()}, stored
+
+
+def validate_records(records: list[RunRecord], estimates: Iterable[RunRecord]) -> Validation:
+    """Pair every ok measured record (or point: analysis.repeats) with an estimate and compare
+    metric by metric; each distinct configuration is estimated once. `estimates` may stream."""
+    cache: dict[str, Any] = {}
+    made_for, stored = _made_for(records, estimates)
     v = Validation()
-    for r in records:
+    for i, r in enumerate(records):
         if r.source != "measured" or r.status != "ok":
             continue
         if r.kind == mn.COMM:
             _comm_pairs(r, v)
             continue
         if r.kind == mn.SERVE:
-            _serve_pairs(r, v, made_for.get(r.id))
+            _serve_pairs(r, v, made_for.get(i))
             continue
         metrics = TRAIN_METRICS if r.kind in mn.TRAIN_KINDS else INFER_METRICS if r.kind == mn.INFER else None
         if metrics is None:
             v.unpaired.append((r.id, r.kind, f"the estimator has no model of `{r.kind}` runs"))
             continue
-        try:
-            est = estimate_measured(r.kind, r.config)
-        except (UserError, KeyError, TypeError) as e:
-            v.unpaired.append((r.id, r.kind, f"no estimate: {e}"))
+        est = _estimate_once(cache, r)
+        if isinstance(est, str):
+            v.unpaired.append((r.id, r.kind, est))
             continue
-        _compare(r, v, metrics, made_for.get(r.id) or stored.get(join_key(r.kind, est.config)), est)
+        _compare(r, v, metrics, made_for.get(i) or stored.get(join_key(r.kind, est.config)), est)
     return v
 
 
@@ -190,11 +208,25 @@ def _compare(r: RunRecord, v: Validation, metrics: dict, match: RunRecord | None
     for name, (measured_of, predicted_of) in metrics.items():
         meas, pred = measured_of(r.metrics), predicted_of(est_metrics)
         if meas and pred is not None:
-            v.pairs.append(Pair(r.id, r.kind, label(r), name, float(meas), float(pred), est_id))
+            v.pairs.append(Pair(r.id, r.kind, label(r), name, float(meas), float(pred), est_id, runs_of(r)))
         elif meas:
             why = ("no time estimate: no ceilings for this device (run `llmdissect peak`)"
                    if est_metrics.get("time") is None and r.kind != mn.SERVE else "the estimate has no value for it")
             v.unpredicted.append((r.id, name, why))
+
+
+def _estimate_once(cache: dict[str, Any], r: RunRecord):
+    """The Estimate of the record's configuration, or why there is none; made once per
+    distinct (kind, config), however many records share it."""
+    import json
+
+    key = json.dumps([r.kind, r.config], sort_keys=True, default=str)
+    if key not in cache:
+        try:
+            cache[key] = estimate_measured(r.kind, r.config)
+        except (UserError, KeyError, TypeError) as e:
+            cache[key] = f"no estimate: {e}"
+    return cache[key]
 
 
 def _serve_pairs(r: RunRecord, v: Validation, stored: RunRecord | None) -> None:
@@ -232,4 +264,5 @@ def _comm_pairs(r: RunRecord, v: Validation) -> None:
         if t > 0 and row[mn.BUSBW_BYTES_PER_S] > 0:
             pred = row[mn.SIZE_BYTES] / t * row["busbw_factor"]
             v.pairs.append(Pair(r.id, mn.COMM, f"{row['op']} {row['placement']} {row[mn.SIZE_BYTES]} B",
-                                mn.BUSBW_BYTES_PER_S, float(row[mn.BUSBW_BYTES_PER_S]), float(pred), source))
+                                mn.BUSBW_BYTES_PER_S, float(row[mn.BUSBW_BYTES_PER_S]), float(pred), source,
+                                runs_of(r)))

@@ -33,19 +33,71 @@ def resolve(side: str, db: Path | None) -> tuple[list, str, bool]:
                             f"{store.path}") from None
 
 
-def compare(a: str = typer.Argument(..., help="Run id, suite name or results database (file or postgresql:// URL)."),
-            b: str = typer.Argument(..., help="Run id, suite name or results database (file or postgresql:// URL)."),
+def split_store(db: Path | None, since: str | None, rev: str | None) -> tuple[list, list, str, str]:
+    """(A, B, name A, name B) of one store split in time (--since) or by git revision (--rev A..B),
+    each side with the repeats of a configuration folded into one point (median across runs)."""
+    from llmdissect.analysis.repeats import PointFolder
+    from llmdissect.report.select import parse_since
+    from llmdissect.results.store import open_existing
+
+    if (since is None) == (rev is None):
+        raise UserError("give A and B, or one of --since DATE and --rev A..B")
+    if rev is not None:
+        ra, _, rb = rev.partition("..")
+        if not ra or not rb:
+            raise UserError(f"--rev wants two git revisions (prefixes work) as A..B; got {rev!r}")
+        names = (f"revision {ra}", f"revision {rb}")
+    else:
+        cut = parse_since(since)
+        names = (f"before {cut[:16]}", f"since {cut[:16]}")
+    left, right = PointFolder(), PointFolder()
+    with open_existing(db) as store:
+        for r in store.iter_query(status="ok", light=True):
+            if rev is not None:
+                got = str(r.env.get("git_revision") or "")
+                side = left if got and got.startswith(ra) else right if got and got.startswith(rb) else None
+            else:
+                side = left if r.started_at < cut else right
+            if side is not None:
+                side.add(r)
+        left.restore(store)
+        right.restore(store)
+    if not left.runs or not right.runs:
+        raise UserError(f"no ok records {names[0] if not left.runs else names[1]} in "
+                        f"{db or 'the default results database'}")
+    return left.records(), right.records(), *names
+
+
+def compare(a: Optional[str] = typer.Argument(None, help="Run id, suite name or results database (file or "
+                                              "postgresql:// URL); none with --since or --rev."),
+            b: Optional[str] = typer.Argument(None, help="Run id, suite name or results database (file or "
+                                              "postgresql:// URL)."),
+            since: Optional[str] = typer.Option(None, "--since", help="Instead of A and B: the store's records "
+                                                "before this date/time (or age: 3d) against those since."),
+            rev: Optional[str] = typer.Option(None, "--rev", help="Instead of A and B: records of git revision A "
+                                              "against revision B, as A..B (prefixes work)."),
             db: DbPath = DbOpt,
             out: Optional[Path] = typer.Option(None, "--out", "-o",
                                                help="Also write report.html/report.md with the comparison here."),
             json_out: bool = JsonOpt) -> None:
-    """The same configurations of A and B side by side: B / A and whether it is beyond the noise."""
+    """The same configurations of A and B side by side: B / A and whether it is beyond the noise
+    (with --since / --rev: what got slower; repeats of a configuration are one point)."""
     from llmdissect.analysis import findings
     from llmdissect.analysis.compare import HEADLINES, Pair, compare_rows, describe, difference, pair_records
     from llmdissect.console import console, print_json, table
 
-    ra, name_a, single_a = resolve(a, db)
-    rb, name_b, single_b = resolve(b, db)
+    if a is None and b is None:
+        ra, rb, name_a, name_b = split_store(db, since, rev)
+        single_a = single_b = False
+    elif a is None or b is None or since is not None or rev is not None:
+        raise UserError("give A and B, or one of --since DATE and --rev A..B")
+    else:
+        from llmdissect.analysis.repeats import fold
+
+        ra, name_a, single_a = resolve(a, db)
+        rb, name_b, single_b = resolve(b, db)
+        if not (single_a and single_b):  # the repeats of a configuration on a side are one point
+            ra, rb = (ra if single_a else fold(ra)), (rb if single_b else fold(rb))
     if single_a and single_b:  # two runs named on purpose: compare them even if their configs differ
         x, y = ra[0], rb[0]
         if x.kind != y.kind:

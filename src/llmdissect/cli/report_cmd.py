@@ -19,17 +19,21 @@ def report(out: Path = typer.Option(..., "--out", "-o", help="Folder to write re
            title: str = typer.Option("llm-dissect report", "--title", help="Title of the report."),
            estimate_missing: bool = typer.Option(True, "--estimate-missing/--no-estimate-missing",
                                                  help="Estimate measured CPU runs of this machine that have no "
-                                                      "stored estimate (labelled as made at report time).")) -> None:
+                                                      "stored estimate (labelled as made at report time)."),
+           runs: bool = typer.Option(False, "--runs", help="Also a table row per run; elsewhere the repeats of a "
+                                     "configuration on one machine are one point (count, median, 95 % interval).")
+           ) -> None:
     """Write report.html (one file, plots inline, opens offline) and report.md (plots beside it)."""
     from llmdissect.console import console
     from llmdissect.report.build import make_report
-    from llmdissect.report.select import select_records
+    from llmdissect.report.select import select_points
 
-    records = select_records(db, suite=suite, since=since, ids=ids.split(",") if ids is not None else None)
-    what = f"suite {suite}" if suite else f"since {since}" if since else f"{len(records)} chosen run(s)" if ids \
+    records, n_runs = select_points(db, suite=suite, since=since, ids=ids.split(",") if ids is not None else None)
+    what = f"suite {suite}" if suite else f"since {since}" if since else f"{n_runs} chosen run(s)" if ids \
         else "all records"
-    html, md = make_report(records, out, title=title, subtitle=f"{len(records)} record(s): {what}",
-                           estimate_missing=estimate_missing)
+    html, md = make_report(records, out, title=title,
+                           subtitle=f"{n_runs} record(s) as {len(records)} point(s): {what}",
+                           estimate_missing=estimate_missing, runs=runs)
     console.print(f"report: {html}")
     console.print(f"markdown: {md}")
 

@@ -30,19 +30,24 @@ def _headline(metrics: dict) -> str:
 def list_cmd(db: DbPath = DbOpt, kind: Optional[str] = typer.Option(None, help="Only this kind."),
              suite: Optional[str] = typer.Option(None, help="Only this suite."),
              status: Optional[str] = typer.Option(None, help="Only this status."),
-             limit: Optional[int] = typer.Option(50, help="The most recent N (0 for all)."),
+             limit: Optional[int] = typer.Option(50, help="The most recent N (0 for all): one page."),
+             page: int = typer.Option(1, "--page", min=1, help="Page N: the N-th most recent LIMIT records."),
              json_out: bool = JsonOpt) -> None:
-    """List stored records, oldest first."""
+    """List stored records, oldest first (the newest page; --page 2 for the one before)."""
+    from llmdissect.errors import UserError
     from llmdissect.results.store import open_existing
 
+    if page > 1 and not limit:
+        raise UserError("--page needs a --limit above 0 (the page size)")
     with open_existing(db) as store:
-        records = store.query(kind=kind, suite=suite, status=status, limit=limit or None)
+        records = store.query(kind=kind, suite=suite, status=status, limit=limit or None,
+                              offset=(page - 1) * (limit or 0))
     if json_out:
         print_json([r.to_dict() for r in records])
         return
     rows = [(r.id, r.kind, r.source, r.status, r.suite or "", r.config.get("model", ""), r.started_at[:19],
              _headline(r.metrics)) for r in records]
-    console.print(table(f"{len(records)} record(s) in {store.path}",
+    console.print(table(f"{len(records)} record(s) in {store.path}" + (f", page {page}" if page > 1 else ""),
                         ["id", "kind", "source", "status", "suite", "model", "started (UTC)", "metrics"], rows,
                         justify_numbers=False))
 

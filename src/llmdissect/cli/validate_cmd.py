@@ -40,14 +40,18 @@ def validate(
             raise UserError("--published checks the shipped published set, not a suite: drop --suite")
         run_published(category, db, json_out, detail)
         return
+    from llmdissect.analysis.repeats import PointFolder
+
+    folder = PointFolder()  # the repeats of a configuration on one machine are one point
     with open_existing(db) as store:
-        records = store.query(suite=suite) if suite else store.query()
-        estimates = store.query(kind=mn.ESTIMATE)
-    measured = [r for r in records if r.source == "measured" and r.status == "ok"]
+        for r in store.iter_query(suite=suite, status="ok", source="measured", light=True):
+            folder.add(r)
+        folder.restore(store)
+        measured, n_runs = folder.records(), folder.runs
+        v = validate_records(measured, store.iter_query(kind=mn.ESTIMATE, light=True)) if measured else None
     if not measured:
         where = f"suite {suite!r}" if suite else "the store"
         raise UserError(f"no measured record with status ok in {where} to validate (run a suite or a bench first)")
-    v = validate_records(measured, estimates)
     if store_estimates and v.computed:
         from llmdissect.results.store import open_store
 
@@ -58,19 +62,21 @@ def validate(
     if json_out:
         from llmdissect.console import print_json
 
-        print_json({"suite": suite, "measured_records": len(measured), **v.to_dict()})
+        print_json({"suite": suite, "measured_records": n_runs, "points": len(measured), **v.to_dict()})
         return
-    show(v, suite, len(measured), detail)
+    show(v, suite, n_runs, detail, len(measured))
 
 
-def show(v, suite: Optional[str], n_measured: int, detail: bool = False) -> None:
+def show(v, suite: Optional[str], n_measured: int, detail: bool = False, n_points: int | None = None) -> None:
     from llmdissect.console import console, table
 
     pct = lambda x: f"{x:+.0%}"  # noqa: E731
     rows = [(s["metric"], s["pairs"], f"{s['mape']:.0%}", pct(s["median_error"]), pct(s["worst_error"]))
             for s in v.summary()]
     title = (f"Validation{' of suite ' + suite if suite else ''}: estimate vs measurement "
-             f"({n_measured} measured records)")
+             f"({n_measured} measured records"
+             + (f" as {n_points} points: repeats of a configuration are one, their median" if n_points
+                and n_points < n_measured else "") + ")")
     console.print(table(title, ["metric", "pairs", "MAPE", "median error", "worst error"], rows))
     if v.pairs:
         console.print(f"all metrics: MAPE {v.to_dict()['mape_all']:.0%} over {len(v.pairs)} pairs; "

@@ -7,7 +7,14 @@ from typing import Any
 
 from llmdissect.analysis import findings
 from llmdissect.analysis.compare import compare_rows, pair_records
-from llmdissect.report import sections_estimate, sections_infer, sections_micro, sections_serving, sections_train
+from llmdissect.report import (
+    sections_estimate,
+    sections_infer,
+    sections_micro,
+    sections_repeats,
+    sections_serving,
+    sections_train,
+)
 from llmdissect.report.section import Section, Table
 from llmdissect.results.schema import RunRecord, utc_now
 
@@ -21,10 +28,12 @@ class Report:
 
 
 def build_sections(records: list[RunRecord], profile: dict[str, Any] | None = None,
-                   estimate_missing: bool = True) -> list[Section]:
-    """Every section whose records exist, in reading order (environment first)."""
+                   estimate_missing: bool = True, runs: bool = False) -> list[Section]:
+    """Every section whose records exist, in reading order (regressions of repeated points,
+    then the environment); `runs`: also a row per run of every point."""
     profile = profile or {}
     builders = [
+        lambda: sections_repeats.history(records),
         lambda: sections_micro.environment(records, profile),
         lambda: sections_train.ablations(records),
         lambda: sections_train.breakdown(records),
@@ -36,6 +45,7 @@ def build_sections(records: list[RunRecord], profile: dict[str, Any] | None = No
         lambda: sections_estimate.estimates(records, estimate_missing),
         lambda: sections_estimate.published(records),
         lambda: sections_micro.failures(records),
+        lambda: sections_repeats.every_run(records) if runs else None,
     ]
     return [s for b in builders if (s := b()) is not None]
 
@@ -70,14 +80,15 @@ def write_report(report: Report, out_dir: Path) -> tuple[Path, Path]:
 
 
 def make_report(records: list[RunRecord], out_dir: Path, *, title: str, subtitle: str,
-                extra: list[Section] | None = None, estimate_missing: bool = True) -> tuple[Path, Path]:
+                extra: list[Section] | None = None, estimate_missing: bool = True,
+                runs: bool = False) -> tuple[Path, Path]:
     from llmdissect.calibration_profile import load_profile
 
     try:
         profile = load_profile()
     except Exception:  # a broken profile must not stop a report of stored records
         profile = {}
-    sections = build_sections(records, profile, estimate_missing) + list(extra or [])
+    sections = build_sections(records, profile, estimate_missing, runs) + list(extra or [])
     return write_report(Report(title, subtitle, sections), out_dir)
 
 
@@ -86,12 +97,13 @@ def write_run_report(db_path: Path, ids: list[str], suite: str) -> Path:
     database (`<db stem>-<suite>-report/`; for a server store, in the state folder); returns the
     path of report.html."""
     from llmdissect.paths import state_dir
-    from llmdissect.report.select import select_records
+    from llmdissect.report.select import select_points
     from llmdissect.results.location import server_url
 
-    records = select_records(db_path, ids=ids)
+    records, n_runs = select_points(db_path, ids=ids)
     beside = state_dir() / "results" if server_url(db_path) else Path(db_path)  # a server store: the state folder
     out = beside.parent / f"{beside.stem}-{suite}-report"
     html, _ = make_report(records, out, title=f"llm-dissect: {suite} suite",
-                          subtitle=f"{len(records)} record(s) of this {suite} run, stored in {db_path}")
+                          subtitle=f"{n_runs} record(s) of this {suite} run ({len(records)} point(s)), "
+                                   f"stored in {db_path}")
     return html

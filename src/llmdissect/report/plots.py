@@ -177,3 +177,31 @@ def roofline(name: str, title: str, ceilings: dict[str, tuple[float, float]],
     ax.set_xscale("log")
     ax.set_yscale("log")
     return _finish(fig, ax, name, title, "arithmetic intensity (FLOP/byte)", "achieved (FLOP/s)", "operator")
+
+
+def small_multiples(name: str, title: str, panels: dict[str, tuple[Sequence[float], Sequence[float]]], *,
+                    xlabel: str, ylabel: str, columns: int = 4,
+                    marks: dict[str, Sequence[float]] | None = None) -> Plot:
+    """One small panel per series of (x, y), own y scale each: a metric's trend per point;
+    `marks`: x positions drawn as thin vertical lines in a panel (where the git revision changed)."""
+    plt = _plt()
+    rows = -(-len(panels) // columns)
+    plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": name, "font.size": 7})
+    fig, axes = plt.subplots(rows, columns, figsize=(8.0, 0.4 + 1.5 * rows), squeeze=False)
+    for ax, (label, (xs, ys)) in zip(axes.flat, panels.items()):
+        ax.plot(xs, ys, ".-", ms=3, lw=0.8, color=COLORS[0])
+        for x in (marks or {}).get(label, []):
+            ax.axvline(x, color="#999", lw=0.6, ls="--")
+        ax.set_title(_wrap(label, 40), fontsize=6.5, loc="left")
+        ax.tick_params(labelsize=6)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle(title, x=0.01, ha="left", fontsize=10, fontweight="bold").set_gid(f"{name}-title")
+    fig.supxlabel(xlabel, fontsize=8).set_gid(f"{name}-xlabel")
+    fig.supylabel(ylabel, fontsize=8).set_gid(f"{name}-ylabel")
+    fig.tight_layout()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    plt.close(fig)
+    svg = buf.getvalue()
+    return Plot(name, title, svg[svg.index("<svg"):])

@@ -6,6 +6,7 @@ from typing import Any
 
 import llmdissect.metric_names as mn
 from llmdissect.analysis import findings
+from llmdissect.analysis.repeats import runs_of
 from llmdissect.report import plots
 from llmdissect.report.section import Section, Table
 from llmdissect.report.select import machine, ok
@@ -39,11 +40,18 @@ def measured_ceilings(records: list[RunRecord], profile: dict[str, Any]) -> dict
 def environment(records: list[RunRecord], profile: dict[str, Any]) -> Section:
     sec = Section("environment", "Environment and machine ceilings")
     measured = [r for r in records if r.source == "measured"]
-    envs = [r.env for r in measured] or [r.env for r in records]
-    kinds = Counter((r.kind, r.source, r.status) for r in records)
+    kinds: Counter = Counter()
+    for r in records:
+        kinds[(r.kind, r.source, r.status)] += runs_of(r)
+    per_machine: Counter = Counter()
+    first_env: dict[str, dict] = {}
+    for r in measured or records:
+        if r.env:
+            per_machine[machine(r.env)] += runs_of(r)
+            first_env.setdefault(machine(r.env), r.env)
     rows = []
-    for where, n in Counter(machine(e) for e in envs if e).items():
-        env = next(e for e in envs if machine(e) == where)
+    for where, n in per_machine.items():
+        env = first_env[where]
         libs = env.get("libraries") or {}
         rows.append((where, n, env.get("memory_bytes") and f"{env['memory_bytes'] / 2**30:.1f} GiB",
                      env.get("python"), libs.get("torch"), libs.get("transformers"), env.get("git_revision")))
@@ -66,9 +74,14 @@ def environment(records: list[RunRecord], profile: dict[str, Any]) -> Section:
                                                       "ridge (FLOP/byte)", "from"], crow))
     else:
         sec.findings.append("No measured ceilings: run `llmdissect peak` to add them.")
-    sec.findings.insert(0, f"{len(records)} record(s) from {len(rows)} machine(s): "
-                        + ", ".join(f"{n} {k}" for k, n in sorted(Counter(r.kind for r in records).items()))
-                        + f"; {sum(1 for r in records if r.status != 'ok')} did not end ok.")
+    per_kind: Counter = Counter()
+    for (kind, _, _), n in kinds.items():
+        per_kind[kind] += n
+    sec.findings.insert(0, f"{sum(kinds.values())} record(s) from {len(rows)} machine(s): "
+                        + ", ".join(f"{n} {k}" for k, n in sorted(per_kind.items()))
+                        + f"; {sum(1 for r in records if r.status != 'ok')} did not end ok"
+                        + (f"; repeats of a configuration on one machine are one point ({len(records)} in all)."
+                           if len(records) < sum(kinds.values()) else "."))
     return sec
 
 

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import os
-from collections import Counter
 from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from llmdissect.analysis.repeats import PointFolder, machine_label
 from llmdissect.errors import UserError
 from llmdissect.results.schema import RunRecord
 
@@ -31,6 +31,37 @@ def parse_since(text: str) -> str:
 def select_records(db: str | os.PathLike | None, *, suite: str | None = None, since: str | None = None,
                    ids: Iterable[str] | None = None) -> list[RunRecord]:
     """Records of the store matching the filters (ids may be unique prefixes); oldest first."""
+    folder = _Keep()
+    _stream(db, folder, suite=suite, since=since, ids=ids)
+    return folder.records()
+
+
+def select_points(db: str | os.PathLike | None, *, suite: str | None = None, since: str | None = None,
+                  ids: Iterable[str] | None = None) -> tuple[list[RunRecord], int]:
+    """(records, runs): the matching records with the repeats of each measured configuration
+    folded into one point (analysis.repeats), read one record at a time; runs = how many
+    records they came from."""
+    folder = PointFolder()
+    _stream(db, folder, suite=suite, since=since, ids=ids)
+    return folder.records(), folder.runs
+
+
+class _Keep:
+    """A folder that keeps every record as it is."""
+
+    def __init__(self) -> None:
+        self.kept: list[RunRecord] = []
+        self.add = self.kept.append
+
+    def records(self) -> list[RunRecord]:
+        return self.kept
+
+    @property
+    def runs(self) -> int:
+        return len(self.kept)
+
+
+def _stream(db, folder, *, suite: str | None, since: str | None, ids: Iterable[str] | None) -> None:
     from llmdissect.results.store import open_existing
 
     if (suite is not None) + (since is not None) + (ids is not None) > 1:
@@ -40,22 +71,22 @@ def select_records(db: str | os.PathLike | None, *, suite: str | None = None, si
             wanted = [i.strip() for i in ids if i.strip()]
             if not wanted:
                 raise UserError("--ids needs at least one run id")
-            return sorted((store.get(i) for i in wanted), key=lambda r: r.started_at)
-        records = store.query(suite=suite, since=parse_since(since) if since else None)
-    if not records:
+            for r in sorted((store.get(i) for i in wanted), key=lambda r: r.started_at):
+                folder.add(r)
+        else:
+            light = isinstance(folder, PointFolder)  # a point needs only its latest run whole
+            for r in store.iter_query(suite=suite, since=parse_since(since) if since else None, light=light):
+                folder.add(r)
+            if light:
+                folder.restore(store)
+    if not folder.runs:
         what = f"suite {suite!r}" if suite else f"since {since}" if since else "the store"
         raise UserError(f"no records for {what} in {db or 'the default results database'}")
-    return records
 
 
 def machine(env: dict[str, Any]) -> str:
     """`2 x AMD EPYC (CPU)` or `8 x NVIDIA A800` for labels and findings."""
-    gpus = env.get("gpus") or []
-    if gpus:
-        names = Counter(g.get("name", "GPU") for g in gpus)
-        return ", ".join(f"{n} x {name}" for name, n in names.items())
-    cores = env.get("cpu_cores")
-    return f"{cores} x {env.get('cpu_model') or 'CPU'} cores" if cores else (env.get("cpu_model") or "unknown machine")
+    return machine_label(env)
 
 
 def ok(records: Iterable[RunRecord], *kinds: str, source: str = "measured") -> list[RunRecord]:

@@ -9,12 +9,19 @@ rowid keeps for the file.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from llmdissect.errors import UserError
 from llmdissect.results.location import shown
-from llmdissect.results.query import RUN_COLUMNS, Filters, get_record_sql, record_row, select_records_sql
+from llmdissect.results.query import (
+    RUN_COLUMNS,
+    Filters,
+    get_record_sql,
+    light_column,
+    record_row,
+    select_records_sql,
+)
 from llmdissect.results.schema import RunRecord
 
 MIGRATION_LOCK = 7_210_421
@@ -67,11 +74,24 @@ class ServerStore:
         return one_record(rows, run_id, self.path)
 
     def query(self, *, kind: str | None = None, suite: str | None = None, status: str | None = None,
-              since: str | None = None, ids: Iterable[str] | None = None, limit: int | None = None) -> list[RunRecord]:
-        """Records matching every filter given, oldest first (`limit`: the newest N)."""
-        sql, args, newest_first = select_records_sql(Filters(kind, suite, status, since, ids, limit), "%s", "seq")
+              since: str | None = None, ids: Iterable[str] | None = None, limit: int | None = None,
+              source: str | None = None, offset: int = 0) -> list[RunRecord]:
+        """Records matching every filter given, oldest first (`limit`: the newest N, after the
+        newest `offset`)."""
+        sql, args, newest_first = select_records_sql(Filters(kind, suite, status, since, ids, limit, source, offset),
+                                                     "%s", "seq")
         rows = self._read(sql, args)
         return [RunRecord.from_dict(json.loads(r[0])) for r in (reversed(rows) if newest_first else rows)]
+
+    def iter_query(self, *, kind: str | None = None, suite: str | None = None, status: str | None = None,
+                   since: str | None = None, source: str | None = None, light: bool = False) -> Iterator[RunRecord]:
+        """The records of `query`, oldest first, one at a time (rows are fetched in one read:
+        psycopg's client cursor holds them; the parsed records are not all kept). `light`: without
+        the per-row tables of the metrics (query.BULKY_METRICS), cut by the server."""
+        sql, args, _ = select_records_sql(Filters(kind, suite, status, since, None, None, source), "%s", "seq",
+                                          light_column("postgresql") if light else "record_json")
+        for (text,) in self._read(sql, args):
+            yield RunRecord.from_dict(json.loads(text))
 
     def count(self) -> int:
         return self._read("SELECT COUNT(*) FROM runs", ())[0][0]

@@ -21,12 +21,28 @@ class Filters:
     ids: Iterable[str] | None = None
     limit: int | None = None
     """The newest N (still returned oldest first)."""
+    source: str | None = None
+    offset: int = 0
+    """With `limit`: skip the newest `offset` first (pages of `results list`)."""
 
 
-def select_records_sql(f: Filters, mark: str, order_column: str) -> tuple[str, list, bool]:
+BULKY_METRICS = ("rows", "top_ops", "points")
+"""Per-row tables of a record's metrics (ops and comm rows, dissect's operators, a validation's
+points): most of a store's bytes, needed only for the latest run of a point."""
+
+
+def light_column(dialect: str) -> str:
+    """record_json without BULKY_METRICS, cut by the database before Python parses it."""
+    if dialect == "sqlite":
+        return "json_remove(record_json, " + ", ".join(f"'$.metrics.{k}'" for k in BULKY_METRICS) + ")"
+    return "(record_json::jsonb " + " ".join(f"#- '{{metrics,{k}}}'" for k in BULKY_METRICS) + ")::text"
+
+
+def select_records_sql(f: Filters, mark: str, order_column: str,
+                       selected: str = "record_json") -> tuple[str, list, bool]:
     """(sql, args, newest_first): with a limit the rows come newest first, to be reversed."""
     where, args = [], []
-    for column, value in (("kind", f.kind), ("suite", f.suite), ("status", f.status)):
+    for column, value in (("kind", f.kind), ("suite", f.suite), ("status", f.status), ("source", f.source)):
         if value is not None:
             where.append(f"{column} = {mark}")
             args.append(value)
@@ -37,12 +53,13 @@ def select_records_sql(f: Filters, mark: str, order_column: str) -> tuple[str, l
         ids = list(f.ids)
         where.append(f"id IN ({','.join([mark] * len(ids))})" if ids else "1 = 0")
         args.extend(ids)
-    sql = "SELECT record_json FROM runs"
+    sql = f"SELECT {selected} FROM runs"
     if where:
         sql += " WHERE " + " AND ".join(where)
     if f.limit is None:
         return sql + f" ORDER BY started_at, {order_column}", args, False
-    return sql + f" ORDER BY started_at DESC, {order_column} DESC LIMIT {int(f.limit)}", args, True
+    page = f" LIMIT {int(f.limit)}" + (f" OFFSET {int(f.offset)}" if f.offset else "")
+    return sql + f" ORDER BY started_at DESC, {order_column} DESC" + page, args, True
 
 
 def get_record_sql(mark: str) -> str:

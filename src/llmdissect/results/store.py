@@ -10,13 +10,20 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from llmdissect.errors import UserError
 from llmdissect.paths import default_db_path
 from llmdissect.results.location import server_url
-from llmdissect.results.query import RUN_COLUMNS, Filters, get_record_sql, record_row, select_records_sql
+from llmdissect.results.query import (
+    RUN_COLUMNS,
+    Filters,
+    get_record_sql,
+    light_column,
+    record_row,
+    select_records_sql,
+)
 from llmdissect.results.schema import RunRecord
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -38,6 +45,11 @@ MIGRATIONS: list[str] = [
     CREATE INDEX runs_kind ON runs(kind);
     CREATE INDEX runs_suite ON runs(suite);
     CREATE INDEX runs_started ON runs(started_at);
+    """,
+    # reports and validate select on status and source (ok, measured) beside kind and suite
+    """
+    CREATE INDEX runs_status ON runs(status, source);
+    CREATE INDEX runs_suite_started ON runs(suite, started_at);
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -96,11 +108,24 @@ class ResultStore:
         return one_record(rows, run_id, self.path)
 
     def query(self, *, kind: str | None = None, suite: str | None = None, status: str | None = None,
-              since: str | None = None, ids: Iterable[str] | None = None, limit: int | None = None) -> list[RunRecord]:
-        """Records matching every filter given, oldest first (`limit`: the newest N)."""
-        sql, args, newest_first = select_records_sql(Filters(kind, suite, status, since, ids, limit), "?", "rowid")
+              since: str | None = None, ids: Iterable[str] | None = None, limit: int | None = None,
+              source: str | None = None, offset: int = 0) -> list[RunRecord]:
+        """Records matching every filter given, oldest first (`limit`: the newest N, after the
+        newest `offset`)."""
+        sql, args, newest_first = select_records_sql(Filters(kind, suite, status, since, ids, limit, source, offset),
+                                                     "?", "rowid")
         rows = self._conn.execute(sql, args).fetchall()
         return [RunRecord.from_dict(json.loads(r[0])) for r in (reversed(rows) if newest_first else rows)]
+
+    def iter_query(self, *, kind: str | None = None, suite: str | None = None, status: str | None = None,
+                   since: str | None = None, source: str | None = None, light: bool = False) -> Iterator[RunRecord]:
+        """The records of `query`, oldest first, one at a time: a caller that folds them as they
+        come (reports, validate) holds one record at a time, not the whole store. `light`: without
+        the per-row tables of the metrics (query.BULKY_METRICS), cut by the database."""
+        sql, args, _ = select_records_sql(Filters(kind, suite, status, since, None, None, source), "?", "rowid",
+                                          light_column("sqlite") if light else "record_json")
+        for (text,) in self._conn.execute(sql, args):
+            yield RunRecord.from_dict(json.loads(text))
 
     def count(self) -> int:
         return self._conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]

@@ -72,7 +72,7 @@ def mlp_bytes(m: ModelSpec, b, s, e, tp=1):
     """SwiGLU: gate, silu(gate), up and silu(gate) * up, 4 b s f e / tp. GPT's GELU MLP: the
     GELU's input and the second matmul's input, 2 b s f e / tp (Korthikanti et al., arXiv
     2205.05198, section 4.1: 8 sbh + 8 sbh at f = 4h, 2 bytes an element)."""
-    return (4 if m.gated_mlp else 2) * b * s * m.intermediate_size * e / tp
+    return (4 if m.gated_mlp else 2) * b * s * m.mlp_token_width * e / tp
 
 
 def layer_activation_bytes(m: ModelSpec, b, s, e, eager, tp=1, selective=0):
@@ -136,7 +136,7 @@ def layer_backward_extra_bytes(m: ModelSpec, b, s, e, eager, tp=1):
     eager attention holds the softmax gradient and its input gradient, 2 b a s^2 e. The
     residual gradient, b s h e, is alive throughout."""
     residual = b * s * m.hidden_size * e
-    mlp_phase = (m.mlp_in_matrices + 1) * b * s * m.intermediate_size * e / tp  # GPT: two b s f gradients
+    mlp_phase = (m.mlp_in_matrices + 1) * b * s * m.mlp_token_width * e / tp  # GPT: two b s f gradients
     attn_phase = (eager * 2 * b * m.num_heads * s * s * e / tp - mlp_bytes(m, b, s, e, tp)
                   - rmsnorm_bytes(m, b, s, e))
     return residual + mlp_phase + (attn_phase - mlp_phase) * (attn_phase > mlp_phase)

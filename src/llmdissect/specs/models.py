@@ -141,6 +141,12 @@ class ModelSpec:
         return self.num_kv_heads * self.head_dim
 
     @property
+    def mlp_token_width(self) -> int:
+        """The MLP width one token passes through in a typical layer: intermediate_size, or
+        in a MoE model its k routed and the shared experts (active_intermediate_size)."""
+        return self.active_intermediate_size if self.is_moe else self.intermediate_size
+
+    @property
     def active_intermediate_size(self) -> int:
         """The MLP width one token passes through in a MoE layer: k routed experts plus the
         shared ones (a dense layer's is intermediate_size)."""

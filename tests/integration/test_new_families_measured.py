@@ -1,0 +1,63 @@
+"""The MoE, latent-attention and sliding-window formulas against the real transformers
+models (random weights, CPU): forward FLOPs per token against torch's FLOP counter, KV-cache
+bytes against the tensors `generate` leaves in its cache."""
+import dataclasses
+
+import pytest
+
+from llmdissect.modeling import build_model
+from llmdissect.perfmodel import flops as fl
+from llmdissect.specs import get_model
+from llmdissect.workloads.infer_child import cache_tensor_bytes
+from llmdissect.workloads.infer_metrics import kv_cache_bytes_formula
+
+pytestmark = pytest.mark.slow  # builds and runs small models (seconds on 2 shared cores)
+
+
+@pytest.mark.parametrize("name", ["tiny-moe", "tiny-mla"])
+def test_forward_flops_match_torch_flop_counter(name):
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    spec = get_model(name)
+    model = build_model(spec, attn="eager")  # eager attention: its matmuls are visible to the counter
+    model.config._experts_implementation = "eager"  # one F.linear per expert; grouped_mm is not counted
+    b, s = 2, 32
+    ids = torch.randint(0, spec.vocab_size, (b, s), generator=torch.Generator().manual_seed(0))
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model(input_ids=ids)
+    # 2 N_active per token for every linear (router, k experts, shared experts, MLA's projections,
+    # head) plus the full-square attention core of every layer
+    predicted = b * s * (2 * spec.params_matmul + spec.num_layers * fl.layer_attention_flops_fwd(spec, s))
+    assert counter.get_total_flops() == pytest.approx(predicted, rel=0.02)
+
+
+def _small(name, **changes):
+    return dataclasses.replace(get_model(name), name=f"{name}-small", **changes)
+
+
+SMALL = {
+    "tiny-mla": lambda: get_model("tiny-mla"),
+    "gemma3-window": lambda: dataclasses.replace(
+        get_model("gemma3-12b"), name="gemma3-window", hidden_size=64, intermediate_size=128, num_layers=6,
+        num_heads=4, num_kv_heads=2, head_dim=16, vocab_size=512, sliding_window=8, sliding_window_pattern=3),
+    "gpt-oss-window": lambda: dataclasses.replace(
+        get_model("gpt-oss-20b"), name="gpt-oss-window", hidden_size=64, intermediate_size=32, num_layers=4,
+        num_heads=4, num_kv_heads=2, head_dim=16, vocab_size=512, sliding_window=8, num_experts=4,
+        experts_per_token=2, expert_intermediate_size=32),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_kv_cache_bytes_match_generate(name):
+    import torch
+
+    spec = SMALL[name]()
+    model = build_model(spec, attn="eager")
+    batch, n_in, n_out = 2, 12, 6
+    ids = torch.randint(1, spec.vocab_size, (batch, n_in), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        out = model.generate(ids, max_new_tokens=n_out, min_new_tokens=n_out, do_sample=False, pad_token_id=0,
+                             return_dict_in_generate=True)
+    held, _ = cache_tensor_bytes(out.past_key_values)
+    assert held == kv_cache_bytes_formula(spec, batch, n_in + n_out - 1, 4)

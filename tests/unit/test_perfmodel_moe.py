@@ -75,9 +75,15 @@ def test_sliding_window_kv_cache():
 
 
 def test_all_to_all_bytes_closed_form():
+    from types import SimpleNamespace
+
     m = get_model("mixtral-8x7b")
     assert moe.all_to_all_bytes_per_layer(m, 4096, 1, 2) == 0
     assert moe.all_to_all_bytes_per_layer(m, 4096, 8, 2) == 2 * 4096 * 2 * 4096 * 2 * 7 / 8
+    net = SimpleNamespace(base_s=1e-5, alpha_s=1e-6, bandwidth_bytes_per_s=1e11, efficiency=0.5)
+    call = 1e-5 + 7e-6 + 4096 * 2 * 4096 * 2 * 7 / 8 / 5e10
+    assert moe.all_to_all_time_s(net, m, 4096, 8, 2, 32, 4) == pytest.approx(32 * 4 * call)
+    assert moe.all_to_all_time_s(net, m, 4096, 1, 2, 32, 4) == 0
 
 
 def test_decode_reads_the_reached_experts():
@@ -99,7 +105,7 @@ def test_check_expert_parallel():
         moe.check_expert_parallel(m, 3, 12)
     with pytest.raises(UserError, match="dense"):
         moe.check_expert_parallel(get_model("llama3-8b"), 2, 8)
-    with pytest.raises(UserError, match="devices"):
+    with pytest.raises(UserError, match="data-parallel ranks"):
         moe.check_expert_parallel(m, 4, 6)
 
 
@@ -117,3 +123,16 @@ def test_lora_targets_of_new_families():
     assert lora_params(get_model("tiny-mla"), 8) > 0  # MLA's five projections by default
     with pytest.raises(UserError, match="choose from"):
         lora_params(get_model("tiny-moe"), 8, ("q_proj", "gate_proj"))
+
+
+def test_expert_parallel_splits_experts_and_adds_all_to_all():
+    from llmdissect.perfmodel.request import build_estimate
+
+    one = build_estimate("pretrain", {"model": "mixtral-8x7b", "hardware": "8xh100", "zero": 3})
+    eight = build_estimate("pretrain", {"model": "mixtral-8x7b", "hardware": "8xh100", "zero": 3, "ep": 8})
+    assert eight.metrics["memory"]["params_bytes"] < one.metrics["memory"]["params_bytes"]
+    # the experts' gradients are no longer reduced over the data-parallel ranks; all-to-alls come instead
+    assert eight.metrics["comm_total_s"] < one.metrics["comm_total_s"]
+    assert eight.metrics["model_flops_per_token"] == one.metrics["model_flops_per_token"]
+    with pytest.raises(UserError, match="does not apply"):
+        build_estimate("infer", {"model": "mixtral-8x7b", "hardware": "8xh100", "ep": 2})

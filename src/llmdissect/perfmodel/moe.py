@@ -97,6 +97,22 @@ def all_to_all_bytes_per_layer(m: ModelSpec, tokens, ep, e):
     return 2 * tokens * m.experts_per_token * m.hidden_size * e * (ep - 1) / ep
 
 
+def all_to_all_time_s(net, m: ModelSpec, tokens, ep, e, layers, calls_per_layer):
+    """`calls_per_layer` all-to-alls (2 in a forward: dispatch and combine; 2 more in a
+    backward) in each of `layers` MoE layers over `ep` ranks of the network `net`
+    (comm.Network), each sending half of all_to_all_bytes_per_layer: per call the fixed cost,
+    a latency step per peer, and the bytes at the link's bandwidth. 0 when ep = 1."""
+    multi = (ep > 1) * 1
+    per_call = all_to_all_bytes_per_layer(m, tokens, ep, e) / 2
+    call = multi * (net.base_s + (ep - 1) * net.alpha_s) + per_call / (net.bandwidth_bytes_per_s * net.efficiency)
+    return layers * calls_per_layer * call
+
+
+def routed_expert_params(m: ModelSpec):
+    """Every routed expert of the model: what expert parallelism divides over `ep` ranks."""
+    return m.moe_layers * m.num_experts * m.params_expert
+
+
 def decode_expert_bytes(m: ModelSpec, b, weight_bytes_per_param, ep=1):
     """Routed-expert weights one decode step of b tokens reads on one device: the expected
     distinct experts of each MoE layer (expected_distinct_experts, uniform routing), of
@@ -116,7 +132,8 @@ def decode_weight_fraction(m: ModelSpec, b):
 
 
 def check_expert_parallel(m: ModelSpec, ep: int, devices: int) -> None:
-    """`--ep`: a positive degree that divides the routed experts and the devices."""
+    """`--ep`: a positive degree that divides the routed experts and the `devices` it is
+    carved from (the data-parallel ranks)."""
     if ep is None or ep <= 0:
         raise UserError(f"--ep must be a positive integer, got {ep}")
     if ep == 1:
@@ -126,4 +143,4 @@ def check_expert_parallel(m: ModelSpec, ep: int, devices: int) -> None:
     if m.num_experts % ep:
         raise UserError(f"--ep {ep} does not divide the {m.num_experts} experts of {m.name}")
     if devices % ep:
-        raise UserError(f"--ep {ep} does not divide the {devices} devices")
+        raise UserError(f"--ep {ep} does not divide the {devices} data-parallel ranks")

@@ -21,10 +21,12 @@ def models(
         print_json([s.to_dict() for s in specs])
         return
     rows = [(s.name, s.model_type, human_count(s.params), human_count(s.params_active), human_count(s.params_matmul),
-             human_count(s.params_embedding), s.hidden_size, s.intermediate_size, s.num_layers,
+             human_count(s.params_embedding), s.hidden_size,
+             s.expert_intermediate_size if s.is_moe else s.intermediate_size, s.num_layers,
              f"{s.num_heads}/{s.num_kv_heads}", _experts(s), s.vocab_size, s.max_position_embeddings) for s in specs]
     console.print(table("Models (params = all; active = those one token uses; matmul = N of the PaLM FLOP count, "
-                        "active; embedding = input table; experts = routed top-k/E + shared)",
+                        "active; embedding = input table; ffn = MLP width, a MoE's one expert; experts = routed "
+                        "top-k/E + shared)",
                         ["model", "type", "params", "active", "matmul", "embedding", "hidden", "ffn", "layers",
                          "heads/kv", "experts", "vocab", "positions"], rows))
 

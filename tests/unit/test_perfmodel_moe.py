@@ -60,6 +60,13 @@ def test_mla_absorbed_decode_flops_closed_form():
     assert moe.mla_absorbed_decode_flops(m, c) == per_token + 2 * a * c * 576 + 2 * a * c * 512
 
 
+def test_mla_expansion_closed_form():
+    m = get_model("tiny-mla")  # r_kv 64, 4 heads, nope 32, rope 16, v 32
+    assert moe.mla_expansion_flops(m, 100) == 2 * 100 * 64 * 4 * (32 + 32)
+    assert moe.mla_expanded_kv_bytes(m, 100, 4) == 2 * 100 * 4 * (48 + 32) * 4
+    assert moe.mla_expansion_flops(get_model("tiny-moe"), 100) == 0
+
+
 def test_mla_kv_cache_is_the_latent():
     m = get_model("deepseek-v3")
     assert kvcache.kv_bytes_per_token(m, 2) == 61 * (512 + 64) * 2  # 70,272 bytes per token in bf16

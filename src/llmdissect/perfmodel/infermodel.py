@@ -59,8 +59,11 @@ def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp,
     ctx = n_in + n_out / 2
     # b new tokens through every layer, reading the experts they reach (moe.decode_weight_fraction)
     gemm = m.num_layers * layer_gemm_time_s(c, m, b, e, layer_weights * moe.decode_weight_fraction(m, b), tp)
-    attn = attention_time_s(c, b * m.num_layers * fl.layer_attention_flops_fwd(m, ctx) / tp,
-                            kvcache.kv_cache_bytes(m, b, ctx, e, tp))
+    # MLA in transformers re-expands the whole cached latent at every step (moe.mla_expansion_flops)
+    attn = attention_time_s(c, b * m.num_layers * (fl.layer_attention_flops_fwd(m, ctx)
+                                                   + moe.mla_expansion_flops(m, ctx)) / tp,
+                            kvcache.kv_cache_bytes(m, b, ctx, e, tp)
+                            + b * m.num_layers * moe.mla_expanded_kv_bytes(m, ctx, e) / tp)
     head = head_forward_time_s(c, m, b, e, tp, with_loss=0)
     # a concatenating cache rewrites itself to append the step's keys and values
     append = concat * memory_time_s(c, kvcache.cache_append_bytes(m, b, ctx, e, tp))

@@ -77,6 +77,20 @@ def mla_latent_values_per_position(m: ModelSpec):
     return m.kv_lora_rank + m.qk_rope_head_dim
 
 
+def mla_expansion_flops(m: ModelSpec, positions):
+    """transformers' DeepseekV3Attention keeps the latent in its cache but up-projects all
+    of it (kv_b_proj) at every forward to attend in the decompressed form: per layer and
+    sequence 2 x positions x r_kv x a (d_n + d_v), which at decode grows with the context
+    where the absorbed form (mla_absorbed_decode_flops) does not. 0 for other models."""
+    return m.is_mla * 2 * positions * m.kv_lora_rank * m.num_heads * (m.qk_nope_head_dim + m.v_head_dim)
+
+
+def mla_expanded_kv_bytes(m: ModelSpec, positions, e):
+    """Bytes per layer and sequence of the keys (a (d_n + d_r)) and values (a d_v) that
+    expansion writes and attention reads again: 2 x positions x a (d_n + d_r + d_v) x e."""
+    return m.is_mla * 2 * positions * m.num_heads * (m.head_dim + m.v_head_dim) * e
+
+
 def cached_positions(m: ModelSpec, positions):
     """Positions held, summed over the layers: global layers keep every one, sliding-window
     layers at most W (transformers' DynamicSlidingWindowLayer concatenates the step's key to

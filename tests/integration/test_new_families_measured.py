@@ -61,3 +61,26 @@ def test_kv_cache_bytes_match_generate(name):
                              return_dict_in_generate=True)
     held, _ = cache_tensor_bytes(out.past_key_values)
     assert held == kv_cache_bytes_formula(spec, batch, n_in + n_out - 1, 4)
+
+
+def test_bench_infer_runs_the_tiny_moe_and_counts_the_experts_reached():
+    import torch
+
+    from llmdissect.workloads.infer_child import run
+
+    spec = get_model("tiny-moe")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        m = run({"model": "tiny-moe", "hardware": "cpu", "batch": 1, "input_len": 8, "output_len": 4,
+                 "dtype": "fp32", "attn": "sdpa", "cache": "dynamic", "quant": "none", "compile": False,
+                 "warmup": 1, "repeats": 2, "seed": 0, "device": "cpu"})["metrics"]
+    finally:
+        torch.set_num_threads(before)
+    assert m["kv_cache_bytes"] == kv_cache_bytes_formula(spec, 1, 8 + 4 - 1, 4)
+    # one token reaches its 2 of 8 experts in each layer: 6/8 of the routed weights stay unread
+    routed = 4 * spec.num_experts * spec.params_expert * 4
+    head = spec.params_head * 4
+    assert m["weights_bytes"] - m["weights_bytes_read_per_step"] == pytest.approx(
+        spec.params_embedding * 4 + routed * 6 / 8, rel=1e-6)
+    assert m["weights_bytes_read_per_step"] > head

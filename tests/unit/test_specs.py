@@ -184,3 +184,15 @@ def test_local_cpu_peaks_come_from_calibration_only():
     measured = local_cpu(calibration={"cpu": {"peak_flops_per_s": {"fp32": 1e11},
                                               "memory_bandwidth_bytes_per_s": 2e10}})
     assert measured.measured and measured.peak("fp32") == 1e11
+
+
+def test_unsupported_family_layouts_are_user_errors(tmp_path: Path):
+    cfg = get_model("tiny-moe").hf_config().to_dict()
+    cfg["mlp_only_layers"] = [0]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(UserError, match="mlp_only_layers"):
+        get_model(str(tmp_path))
+    cfg = {**get_model("tiny-moe").hf_config().to_dict(), "model_type": "qwen3_next"}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(UserError, match="not supported"):
+        get_model(str(tmp_path))

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow  # builds and runs small models (seconds on 2 shar
 
 
 @pytest.mark.parametrize("name", ["tiny-moe", "tiny-mla"])
-def test_forward_flops_match_torch_flop_counter(name):
+def test_flops_match_torch_flop_counter(name):
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -30,6 +30,10 @@ def test_forward_flops_match_torch_flop_counter(name):
     # head) plus the full-square attention core of every layer
     predicted = b * s * (2 * spec.params_matmul + spec.num_layers * fl.layer_attention_flops_fwd(spec, s))
     assert counter.get_total_flops() == pytest.approx(predicted, rel=0.02)
+    # a training step: forward and backward, PaLM's 6 N_active + 12 L d_attn s per token
+    with FlopCounterMode(display=False) as counter:
+        model(input_ids=ids, labels=ids).loss.backward()
+    assert counter.get_total_flops() == pytest.approx(b * s * fl.model_flops_per_token(spec, s), rel=0.02)
 
 
 def _small(name, **changes):

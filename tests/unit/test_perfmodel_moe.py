@@ -143,3 +143,14 @@ def test_expert_parallel_splits_experts_and_adds_all_to_all():
     assert eight.metrics["model_flops_per_token"] == one.metrics["model_flops_per_token"]
     with pytest.raises(UserError, match="does not apply"):
         build_estimate("infer", {"model": "mixtral-8x7b", "hardware": "8xh100", "ep": 2})
+
+
+def test_lora_targets_resolve_the_same_for_bench_and_estimate():
+    from llmdissect.perfmodel.weights import resolve_lora_targets
+
+    mla = get_model("tiny-mla")
+    assert resolve_lora_targets(mla, ("q_proj", "k_proj", "v_proj", "o_proj")) == (
+        "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")
+    assert lora_params(mla, 8) == 53_760  # bench finetune --model tiny-mla --lora-rank 8 counts these
+    assert "gate_proj" not in resolve_lora_targets(get_model("tiny-moe"), ("q_proj", "k_proj", "v_proj", "o_proj",
+                                                                           "gate_proj", "up_proj", "down_proj"))

@@ -126,22 +126,36 @@ def model_weight_bytes(m: ModelSpec, quant: str, dtype_bytes: float) -> int:
     return int(linear + other_params * dtype_bytes)
 
 
+MLP_NAMES = ("gate_proj", "up_proj", "down_proj")
+
+
+def lora_target_names(m: ModelSpec) -> tuple[str, ...]:
+    """The linears LoRA may adapt: the attention's projections, and a dense model's MLP (a
+    MoE layer's experts and router are not modelled as targets)."""
+    return tuple(t for t in layer_linear_shapes(m, moe_layer=False) if not (m.is_moe and t in MLP_NAMES))
+
+
+def resolve_lora_targets(m: ModelSpec, targets: tuple[str, ...]) -> tuple[str, ...]:
+    """`targets` for this model: the default (q, k, v, o) becomes MLA's five projections,
+    `all` every target name; anything the model lacks is a UserError."""
+    if m.is_mla and tuple(targets) == LORA_TARGETS_DEFAULT:
+        return tuple(t for t in lora_target_names(m) if t not in MLP_NAMES)
+    if tuple(targets) == LINEAR_NAMES:  # `all`
+        return lora_target_names(m)
+    unknown = [t for t in targets if t not in lora_target_names(m)]
+    if unknown:
+        raise UserError(f"unknown LoRA target(s) {', '.join(unknown)} for {m.name}; choose from "
+                        f"{', '.join(lora_target_names(m))}")
+    return tuple(targets)
+
+
 def lora_params(m: ModelSpec, rank: int, targets: tuple[str, ...] = LORA_TARGETS_DEFAULT) -> int:
     """Trainable parameters of LoRA adapters (Hu et al., arXiv 2106.09685): each targeted
     linear W (out x in) gets A (rank x in) and B (out x rank), r (in + out) parameters.
     MLA's default targets are its five attention projections; a MoE model's MLP (experts,
     router) is not a LoRA target here."""
     shapes = layer_linear_shapes(m, moe_layer=False)
-    if m.is_mla and tuple(targets) == LORA_TARGETS_DEFAULT:
-        targets = tuple(t for t in shapes if "proj" in t and t not in ("gate_proj", "up_proj", "down_proj"))
-    if m.is_moe:
-        shapes = {k: v for k, v in shapes.items() if k not in ("gate_proj", "up_proj", "down_proj")}
-    if tuple(targets) == LINEAR_NAMES:  # `all`: every linear this model's layers have
-        targets = tuple(shapes)
-    unknown = [t for t in targets if t not in shapes]
-    if unknown:
-        raise UserError(f"unknown LoRA target(s) {', '.join(unknown)} for {m.name}; choose from {', '.join(shapes)}")
-    return m.num_layers * sum(rank * (shapes[t][0] + shapes[t][1]) for t in targets)
+    return m.num_layers * sum(rank * (shapes[t][0] + shapes[t][1]) for t in resolve_lora_targets(m, targets))
 
 
 def parse_lora_targets(text: str) -> tuple[str, ...]:

@@ -154,3 +154,9 @@ def test_lora_targets_resolve_the_same_for_bench_and_estimate():
     assert lora_params(mla, 8) == 53_760  # bench finetune --model tiny-mla --lora-rank 8 counts these
     assert "gate_proj" not in resolve_lora_targets(get_model("tiny-moe"), ("q_proj", "k_proj", "v_proj", "o_proj",
                                                                            "gate_proj", "up_proj", "down_proj"))
+
+
+def test_routing_activation_bytes_closed_form():
+    m = get_model("mixtral-8x7b")
+    assert moe.routing_activation_bytes(m, 2, 1024, 2) == 2 * 1024 * (4 * 8 + 2 * 2 * 4096 * 2)
+    assert moe.routing_activation_bytes(get_model("llama3-8b"), 2, 1024, 2) == 0

@@ -68,6 +68,16 @@ def mla_absorbed_decode_flops(m: ModelSpec, context):
     return per_token + 2 * a * context * (rkv + dr) + 2 * a * context * rkv
 
 
+def routing_activation_bytes(m: ModelSpec, b, s, e):
+    """What a MoE layer saves for backward beyond its experts' MLP activations: the router's
+    fp32 logits (b s E x 4, softmax and top-k); each expert's gathered input, the token
+    copied once per expert it was sent to (k b s h e); and each expert's output, kept for
+    the gradient of its routing weight (k b s h e), as transformers' experts save them
+    (read with saved_tensors_hooks). Dropless: no capacity factor pads or drops tokens (a
+    capacity factor C would scale the per-expert terms by C). 0 for a dense model."""
+    return m.is_moe * b * s * (4 * m.num_experts + 2 * m.experts_per_token * m.hidden_size * e)
+
+
 def mla_latent_values_per_position(m: ModelSpec):
     """What an MLA cache keeps per position and layer: the compressed kv (r_kv) and the rope
     key shared by the heads (d_r), one vector for keys and values together (DeepSeek-V2,

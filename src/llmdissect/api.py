@@ -14,7 +14,8 @@ from llmdissect.results.schema import RunRecord
 def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, dtype: str | None = None,
              micro_batch: int | None = None, seq: int | None = None, grad_accum: int | None = None,
              zero: int | None = None, offload: str | None = None, recompute: str | None = None,
-             attn: str = "sdpa", tp: int = 1, pp: int | None = None, optimizer: str | None = None,
+             attn: str = "sdpa", tp: int = 1, pp: int | None = None, ep: int | None = None,
+             optimizer: str | None = None,
              precision: str | None = None, engine: str | None = None,
              lora_rank: int | None = None, lora_targets: str | None = None, quant: str = "none",
              batch: int | None = None, input_len: int | None = None, output_len: int | None = None,
@@ -39,7 +40,7 @@ def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, d
         kind: pretrain | finetune | infer | serve.
         model: a model preset (`llmdissect models`), model TOML or config.json.
         hardware: a device (a800, h100, cpu) or a platform (8xa800).
-        gpus, dtype, micro_batch, seq, grad_accum, zero, offload, recompute, attn, tp, pp,
+        gpus, dtype, micro_batch, seq, grad_accum, zero, offload, recompute, attn, tp, pp, ep,
             optimizer, precision, engine, lora_rank, lora_targets, quant, batch, input_len, output_len, cache,
             profile, max_num_seqs, max_batched_tokens, block_size, num_blocks, prefix_caching, replicas,
             num_prompts, request_rate, burstiness, max_concurrency, arrivals, seed, slo: the options of
@@ -56,7 +57,7 @@ def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, d
     from llmdissect.perfmodel.request import estimate_env, estimate_request, run_estimate
 
     options = dict(gpus=gpus, dtype=dtype, micro_batch=micro_batch, seq=seq, grad_accum=grad_accum, zero=zero,
-                   offload=offload, recompute=recompute, attn=attn, tp=tp, pp=pp, optimizer=optimizer,
+                   offload=offload, recompute=recompute, attn=attn, tp=tp, pp=pp, ep=ep, optimizer=optimizer,
                    precision=precision, engine=engine,
                    lora_rank=lora_rank, lora_targets=lora_targets, quant=quant, batch=batch, input_len=input_len,
                    output_len=output_len, cache=cache, profile=profile, max_num_seqs=max_num_seqs,

@@ -10,6 +10,8 @@ from llmdissect.errors import UserError
 from llmdissect.specs.models import ModelSpec
 
 ATTN_IMPLS = {"eager": "eager", "sdpa": "sdpa", "flash": "flash_attention_2"}
+EAGER_ONLY_TYPES = ("gpt_oss",)
+"""transformers' gpt-oss runs only its eager attention (its attention sinks have no sdpa path)."""
 
 
 def check_attn(attn: str, device: str = "cpu") -> str:
@@ -34,6 +36,10 @@ def build_model(spec: ModelSpec, *, dtype: str = "fp32", attn: str = "sdpa", dev
     from transformers import AutoModelForCausalLM
 
     config = spec.hf_config()
+    if spec.model_type in EAGER_ONLY_TYPES and attn != "eager":
+        if not meta:
+            raise UserError(f"model {spec.name!r} ({spec.model_type}) runs only with --attn eager in transformers")
+        attn = "eager"
     config._attn_implementation = check_attn(attn, device) if not meta else ATTN_IMPLS.get(attn, "sdpa")
     if meta:
         with torch.device("meta"):

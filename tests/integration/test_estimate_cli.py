@@ -84,6 +84,15 @@ def test_estimate_bad_input_is_one_line_exit_2(args, fragment, db_path):
     assert_user_error(run_cli(*BASE, *args, "--db", str(db_path)), fragment)
 
 
+@pytest.mark.parametrize("args,fragment", [
+    (["--model", "mixtral-8x7b", "--ep", "3"], "does not divide the 8 experts"),
+    (["--model", "llama2-7b", "--ep", "2"], "dense"),
+    (["--model", "qwen3-30b-a3b", "--tp", "2", "--ep", "8"], "data-parallel ranks"),
+])
+def test_estimate_expert_parallel_bad_input_is_one_line_exit_2(args, fragment, db_path):
+    assert_user_error(run_cli("estimate", "pretrain", "--hardware", "8xa800", *args, "--db", str(db_path)), fragment)
+
+
 def test_estimate_unknown_platform_and_model(db_path):
     assert_user_error(run_cli("estimate", "pretrain", "--model", "llama2-7b", "--hardware", "16xnope",
                               "--db", str(db_path)), "unknown hardware")

@@ -10,6 +10,10 @@ from llmdissect.specs.models import from_hf_config
 # Published parameter counts of the Hugging Face checkpoints.
 PUBLISHED = {"llama2-7b": 6_738_415_616, "llama2-13b": 13_015_864_320, "llama2-70b": 68_976_648_192,
              "llama3-8b": 8_030_261_248, "llama3-70b": 70_553_706_496, "mistral-7b": 7_241_732_096}
+# Rounded totals and active counts the model cards publish (DeepSeek-V3's 671B is without its
+# MTP module; gpt-oss's 3.6B active leaves out the input embedding).
+PUBLISHED_MOE_BILLIONS = {"mixtral-8x7b": (46.7, 12.9), "qwen3-30b-a3b": (30.5, 3.3), "deepseek-v3": (671, 37),
+                          "olmoe-1b-7b": (6.9, 1.3), "gpt-oss-20b": (20.9, 3.6)}
 
 
 @pytest.mark.parametrize("name", [m.name for m in list_models()])
@@ -18,10 +22,27 @@ def test_params_equal_transformers_meta_model(name):
 
     spec = get_model(name)
     model = build_model(spec, meta=True)
-    assert spec.params == sum(p.numel() for p in model.parameters())
-    linear = sum(m.weight.numel() for m in model.modules() if type(m).__name__ == "Linear")
-    assert spec.params_matmul == linear
-    assert spec.params_embedding == model.get_input_embeddings().weight.numel()
+    named = dict(model.named_parameters())
+    assert spec.params == sum(p.numel() for p in named.values())
+    emb = model.get_input_embeddings().weight
+    assert spec.params_embedding == emb.numel()
+    # matmul weights: every matrix (experts are 3-D tensors) and bias but the embedding
+    matmul = sum(p.numel() for n, p in named.items() if (p.dim() >= 2 or n.endswith("bias")) and p is not emb)
+    assert spec.params_matmul_total == matmul + (emb.numel() if spec.tie_word_embeddings else 0)
+    # active: a token uses k of the E routed experts of each MoE layer
+    routed = sum(p.numel() for n, p in named.items() if ".experts." in n)
+    E, k = spec.num_experts, spec.experts_per_token
+    assert spec.params_active == spec.params - (routed * (E - k) // E if E else 0)
+    assert spec.params_matmul == spec.params_matmul_total - (spec.params - spec.params_active)
+
+
+@pytest.mark.parametrize("name,billions", sorted(PUBLISHED_MOE_BILLIONS.items()))
+def test_moe_counts_match_model_cards(name, billions):
+    spec = get_model(name)
+    total, active = billions
+    assert spec.params / 1e9 == pytest.approx(total, rel=0.01)
+    counted = spec.params_active - spec.params_embedding * (name == "gpt-oss-20b")
+    assert counted / 1e9 == pytest.approx(active, rel=0.02)
 
 
 @pytest.mark.parametrize("name,count", sorted(PUBLISHED.items()))
@@ -32,6 +53,49 @@ def test_params_match_published_counts(name, count):
 def test_small_presets_sizes():
     assert 10e6 <= get_model("tiny-llama").params <= 30e6
     assert get_model("debug-llama").params < 2e6
+    for tiny in ("tiny-moe", "tiny-mla"):
+        assert get_model(tiny).params < 20e6 and get_model(tiny).params_active < get_model(tiny).params
+
+
+def test_new_presets_cite_their_config():
+    for name in ("mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3", "gpt-oss-20b", "olmoe-1b-7b", "qwen3-8b",
+                 "gemma3-12b", "llama3.1-405b"):
+        assert get_model(name).source_url.startswith("https://huggingface.co/")
+        assert get_model(name).source_url.endswith("/config.json")
+
+
+def test_sliding_window_layers():
+    assert get_model("gemma3-12b").global_layers == 8  # 48 layers, 5 local : 1 global
+    assert get_model("gpt-oss-20b").global_layers == 12
+    assert get_model("mistral-7b").global_layers == 0  # every layer within its 4096-token window
+    assert get_model("llama3-8b").global_layers == 32
+
+
+@pytest.mark.parametrize("name", ["tiny-moe", "tiny-mla", "gemma3-12b", "gpt-oss-20b", "mixtral-8x7b", "olmoe-1b-7b",
+                                  "qwen3-8b"])
+def test_new_families_config_json_roundtrip(name, tmp_path: Path):
+    spec = get_model(name)
+    spec.hf_config().save_pretrained(tmp_path)  # transformers' own spelling of the config
+    back = get_model(str(tmp_path))
+    assert (back.params, back.params_active, back.global_layers) == (spec.params, spec.params_active,
+                                                                     spec.global_layers)
+
+
+def test_gemma3_multimodal_config_reads_its_language_model(tmp_path: Path):
+    spec = get_model("gemma3-12b")
+    text = spec.hf_config().to_dict()
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gemma3", "text_config": text}))
+    assert get_model(str(tmp_path)).params == spec.params
+
+
+def test_moe_shapes_must_be_coherent(tmp_path: Path):
+    bad = tmp_path / "m.toml"
+    bad.write_text("\n".join(['name = "x"', 'model_type = "mixtral"', "hidden_size = 64", "intermediate_size = 128",
+                              "num_layers = 1", "num_heads = 4", "num_kv_heads = 4", "vocab_size = 10",
+                              "max_position_embeddings = 16", "num_experts = 4", "experts_per_token = 5",
+                              "expert_intermediate_size = 32"]))
+    with pytest.raises(UserError, match="experts_per_token"):
+        get_model(str(bad))
 
 
 def test_llama2_70b_shapes_are_exact():
@@ -120,3 +184,15 @@ def test_local_cpu_peaks_come_from_calibration_only():
     measured = local_cpu(calibration={"cpu": {"peak_flops_per_s": {"fp32": 1e11},
                                               "memory_bandwidth_bytes_per_s": 2e10}})
     assert measured.measured and measured.peak("fp32") == 1e11
+
+
+def test_unsupported_family_layouts_are_user_errors(tmp_path: Path):
+    cfg = get_model("tiny-moe").hf_config().to_dict()
+    cfg["mlp_only_layers"] = [0]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(UserError, match="mlp_only_layers"):
+        get_model(str(tmp_path))
+    cfg = {**get_model("tiny-moe").hf_config().to_dict(), "model_type": "qwen3_next"}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(UserError, match="not supported"):
+        get_model(str(tmp_path))

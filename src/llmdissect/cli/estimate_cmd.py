@@ -32,6 +32,8 @@ def estimate(
     attn: str = typer.Option("sdpa", "--attn", help="eager | sdpa | flash."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree."),
     pp: Optional[int] = typer.Option(None, "--pp", help="Pipeline-parallel degree [1]."),
+    ep: Optional[int] = typer.Option(None, "--ep", help="Expert-parallel degree (training, MoE models): the routed "
+                                     "experts split over ep data-parallel ranks [1]."),
     optimizer: Optional[str] = typer.Option(None, "--optimizer",
                                             help="adamw | adamw-fused | adamw-8bit | adam | sgd [adamw]."),
     precision: Optional[str] = typer.Option(None, "--precision", help="mixed | pure: pure 16-bit keeps no fp32 "

@@ -20,12 +20,21 @@ def models(
     if json_out:
         print_json([s.to_dict() for s in specs])
         return
-    rows = [(s.name, human_count(s.params), human_count(s.params_matmul), human_count(s.params_embedding),
-             s.hidden_size, s.intermediate_size, s.num_layers, f"{s.num_heads}/{s.num_kv_heads}", s.vocab_size,
-             s.max_position_embeddings) for s in specs]
-    console.print(table("Models (params = all; matmul = N of the PaLM FLOP count; embedding = input table)",
-                        ["model", "params", "matmul", "embedding", "hidden", "ffn", "layers", "heads/kv",
-                         "vocab", "positions"], rows))
+    rows = [(s.name, s.model_type, human_count(s.params), human_count(s.params_active), human_count(s.params_matmul),
+             human_count(s.params_embedding), s.hidden_size,
+             s.expert_intermediate_size if s.is_moe else s.intermediate_size, s.num_layers,
+             f"{s.num_heads}/{s.num_kv_heads}", _experts(s), s.vocab_size, s.max_position_embeddings) for s in specs]
+    console.print(table("Models (params = all; active = those one token uses; matmul = N of the PaLM FLOP count, "
+                        "active; embedding = input table; ffn = MLP width, a MoE's one expert; experts = routed "
+                        "top-k/E + shared)",
+                        ["model", "type", "params", "active", "matmul", "embedding", "hidden", "ffn", "layers",
+                         "heads/kv", "experts", "vocab", "positions"], rows))
+
+
+def _experts(s) -> str:
+    if not s.is_moe:
+        return "-"
+    return f"{s.experts_per_token}/{s.num_experts}" + (f"+{s.num_shared_experts}" if s.num_shared_experts else "")
 
 
 def hardware(json_out: bool = JsonOpt) -> None:

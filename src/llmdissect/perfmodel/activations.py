@@ -30,7 +30,9 @@ arrays; `eager` and flags are 0/1.
 """
 from __future__ import annotations
 
+from llmdissect.perfmodel import moe
 from llmdissect.perfmodel.layertime import op_policy_gemms
+from llmdissect.specs.families import QK_NORM
 from llmdissect.specs.models import ModelSpec
 
 RECOMPUTES = ("none", "selective", "full", "op")
@@ -54,7 +56,13 @@ def qkv_bytes(m: ModelSpec, b, s, e, tp=1, eager=0):
     """q, k, v after RoPE: b s (d_q + 2 d_kv) e / tp; eager attention under grouped-query
     attention keeps k and v repeated to d_q wide instead (`repeat_kv` copies them)."""
     kv_width = m.kv_dim + (m.num_heads > m.num_kv_heads) * eager * (m.q_dim - m.kv_dim)
-    return b * s * (m.q_dim + 2 * kv_width) * e / tp
+    return b * s * (m.q_dim + 2 * kv_width) * e / tp + qk_norm_bytes(m, b, s, e, tp)
+
+
+def qk_norm_bytes(m: ModelSpec, b, s, e, tp=1):
+    """Qwen3, Gemma 3, OLMoE normalise q and k before RoPE: the norms keep their inputs,
+    b s (d_q + d_kv) e / tp more (0 for families without q/k norms)."""
+    return (m.model_type in QK_NORM) * b * s * (m.q_dim + m.kv_dim) * e / tp
 
 
 def eager_attention_bytes(m: ModelSpec, b, s, e, tp=1, keep_scores=1):
@@ -71,8 +79,11 @@ def fused_attention_bytes(m: ModelSpec, b, s, e, tp=1):
 def mlp_bytes(m: ModelSpec, b, s, e, tp=1):
     """SwiGLU: gate, silu(gate), up and silu(gate) * up, 4 b s f e / tp. GPT's GELU MLP: the
     GELU's input and the second matmul's input, 2 b s f e / tp (Korthikanti et al., arXiv
-    2205.05198, section 4.1: 8 sbh + 8 sbh at f = 4h, 2 bytes an element)."""
-    return (4 if m.gated_mlp else 2) * b * s * m.intermediate_size * e / tp
+    2205.05198, section 4.1: 8 sbh + 8 sbh at f = 4h, 2 bytes an element). A MoE layer's f
+    is the token's k experts and the shared ones (dropless routing: every routed token kept,
+    as transformers runs it), plus what routing saves (moe.routing_activation_bytes)."""
+    gated = (4 if m.gated_mlp else 2) * b * s * m.mlp_token_width * e / tp
+    return gated + moe.routing_activation_bytes(m, b, s, e)
 
 
 def layer_activation_bytes(m: ModelSpec, b, s, e, eager, tp=1, selective=0):
@@ -136,7 +147,7 @@ def layer_backward_extra_bytes(m: ModelSpec, b, s, e, eager, tp=1):
     eager attention holds the softmax gradient and its input gradient, 2 b a s^2 e. The
     residual gradient, b s h e, is alive throughout."""
     residual = b * s * m.hidden_size * e
-    mlp_phase = (m.mlp_in_matrices + 1) * b * s * m.intermediate_size * e / tp  # GPT: two b s f gradients
+    mlp_phase = (m.mlp_in_matrices + 1) * b * s * m.mlp_token_width * e / tp  # GPT: two b s f gradients
     attn_phase = (eager * 2 * b * m.num_heads * s * s * e / tp - mlp_bytes(m, b, s, e, tp)
                   - rmsnorm_bytes(m, b, s, e))
     return residual + mlp_phase + (attn_phase - mlp_phase) * (attn_phase > mlp_phase)

@@ -10,6 +10,7 @@ from llmdissect.errors import UserError
 from llmdissect.perfmodel.activations import ATTNS, RECOMPUTES
 from llmdissect.perfmodel.defaults import OPTIMIZERS
 from llmdissect.perfmodel.kvcache import CACHES
+from llmdissect.perfmodel.moe import check_expert_parallel
 from llmdissect.perfmodel.states import OFFLOADS, PRECISIONS
 from llmdissect.perfmodel.weights import LORA_TARGETS_DEFAULT, check_quant
 from llmdissect.specs.hardware import Platform
@@ -99,6 +100,8 @@ class TrainSetup:
     attn: str = "sdpa"
     tp: int = 1
     pp: int = 1
+    ep: int = 1
+    """Expert-parallel degree: the routed experts split over ep of the data-parallel ranks."""
     optimizer: str = "adamw"
     lora_rank: int = 0
     lora_targets: tuple[str, ...] = LORA_TARGETS_DEFAULT
@@ -138,6 +141,7 @@ class TrainSetup:
         if quant != "none" and not self.lora_rank:
             raise UserError(f"--quant {quant} freezes the base weights: give --lora-rank (QLoRA)")
         object.__setattr__(self, "dp", _check_parallel(self.model, self.platform, self.tp, self.pp))
+        check_expert_parallel(self.model, self.ep, self.dp)
 
     @property
     def e(self) -> float:
@@ -184,6 +188,8 @@ class TrainSetup:
              "pp": self.pp, "method": self.method, "quant": self.quant, "kind_estimated": self.kind}
         if self.lora_rank:
             c.update(lora_rank=self.lora_rank, lora_targets=",".join(self.lora_targets))
+        if self.ep > 1:
+            c["ep"] = self.ep
         if self.precision != "mixed":  # measured runs are mixed (autocast): only a departure is a key
             c["precision"] = self.precision
         return c

@@ -75,7 +75,8 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
     kw = dict(b=setup.micro_batch, s=setup.seq, ga=setup.grad_accum, e=e, eager=int(setup.attn == "eager"),
               rc=RECOMPUTE_LEVEL[setup.recompute], zero=setup.zero, off=OFFLOAD_LEVEL[setup.offload],
               tp=setup.tp, pp=setup.pp, dp=setup.dp, optimizer=setup.optimizer, lora=lora,
-              lora_params=lora_params, frozen_weight_bytes=frozen, pure=int(setup.precision == "pure"))
+              lora_params=lora_params, frozen_weight_bytes=frozen, pure=int(setup.precision == "pure"),
+              ep=setup.ep)
     memory = _plain(train_memory(m, mach, **kw))
     host_total = memory.pop("host_bytes") * setup.platform.num_devices
     memory["host_total_bytes"] = host_total
@@ -103,6 +104,12 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
     metrics[mn.FITS] = bool(fits)
     notes.append("memory.total_bytes = params + optimizer + step_peak (activations and gradients as they meet in "
                  "backward) + other (framework allowance)")
+    if m.is_moe:
+        shared = ", shared" if m.num_shared_experts else ""
+        notes.append(f"MoE: FLOPs and MFU on the {m.params_active / 1e9:.2f}B active parameters (router, top-"
+                     f"{m.experts_per_token} of {m.num_experts} experts{shared}), memory on all {m.params / 1e9:.2f}B"
+                     + (f"; --ep {setup.ep}: 1/{setup.ep} of the routed experts per device, 4 all-to-alls per MoE "
+                        "layer and micro-batch, uniform routing" if setup.ep > 1 else ""))
     if quant != "none":
         notes.append(f"QLoRA: base weights stored as {quant}, dequantized to {setup.dtype} before each matmul "
                      "(the copy's traffic is counted; kernel-launch overheads are not)")

@@ -35,8 +35,8 @@ def scores_flops_fwd(m: ModelSpec, seq):
 
 
 def attn_v_flops_fwd(m: ModelSpec, seq):
-    """Attention weights times V: 2 s d_attn per token, as Q K^T."""
-    return scores_flops_fwd(m, seq)
+    """Attention weights times V: 2 s d_attn per token, as Q K^T (MLA: values of v_head_dim)."""
+    return opc.attention_product_flops(seq, m.num_heads, m.v_head_dim if m.is_mla else m.head_dim)
 
 
 def softmax_flops_fwd(m: ModelSpec, seq):
@@ -50,14 +50,15 @@ def rope_flops_fwd(m: ModelSpec):
 
 
 def mlp_flops_fwd(m: ModelSpec):
-    """SwiGLU MLP matmuls: gate and up (4 h f) and down (2 f h); GPT's: up (2 h f) and down."""
-    h, f = m.hidden_size, m.intermediate_size
+    """SwiGLU MLP matmuls: gate and up (4 h f) and down (2 f h); GPT's: up (2 h f) and down.
+    A MoE layer's f is the width of the token's k experts and the shared ones (moe.py)."""
+    h, f = m.hidden_size, m.mlp_token_width
     return opc.linear_flops(1, h, m.mlp_in_matrices * f) + opc.linear_flops(1, f, h)
 
 
 def swiglu_flops_fwd(m: ModelSpec):
     """silu(gate) * up: sigmoid, multiply, multiply, ~5 FLOPs per element of f (GPT: GELU's)."""
-    return (opc.SWIGLU_FLOPS if m.gated_mlp else opc.GELU_FLOPS) * m.intermediate_size
+    return (opc.SWIGLU_FLOPS if m.gated_mlp else opc.GELU_FLOPS) * m.mlp_token_width
 
 
 def rmsnorm_flops_fwd(m: ModelSpec):
@@ -66,8 +67,10 @@ def rmsnorm_flops_fwd(m: ModelSpec):
 
 
 def layer_matmul_flops_fwd(m: ModelSpec):
-    """2 x (matmul weights of one layer): the 2N share of one layer."""
-    return qkv_flops_fwd(m) + out_proj_flops_fwd(m) + mlp_flops_fwd(m)
+    """2 x (matmul weights one token uses in a layer): the 2N share of one layer, averaged
+    over the layers (MLA's projections, the router, top-k and shared experts, DeepSeek's
+    dense first layers; for a dense Llama exactly qkv + out + mlp)."""
+    return 2 * (m.params_matmul - m.params_head) / m.num_layers
 
 
 def layer_attention_flops_fwd(m: ModelSpec, seq):

@@ -2,7 +2,8 @@
 
 Prefill (TTFT) runs the forward of b x input_len tokens, compute-bound; each decode step
 (TPOT) reads every weight and the KV cache once for b new tokens, bandwidth-bound at small
-batch (Pope et al., "Efficiently Scaling Transformer Inference", arXiv 2211.05102), rewrites
+batch (Pope et al., "Efficiently Scaling Transformer Inference", arXiv 2211.05102; of a MoE
+layer only the experts the batch's tokens reach, uniform routing assumed: moe.py), rewrites
 the cache to append to it (transformers' concatenating DynamicCache, kvcache.py), and
 pays every operator's fixed cost and `generate`'s own per-step cost once more (at batch 1
 on a CPU these fixed costs are most of a step). Decode
@@ -12,7 +13,7 @@ the KV cache fills the memory left beside the weights (`max_batch`).
 from __future__ import annotations
 
 import llmdissect.metric_names as mn
-from llmdissect.perfmodel import comm, kvcache
+from llmdissect.perfmodel import comm, kvcache, moe
 from llmdissect.perfmodel import flops as fl
 from llmdissect.perfmodel.ceilings import Machine
 from llmdissect.perfmodel.layertime import (
@@ -57,9 +58,13 @@ def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp,
                + comm.tensor_parallel_comm_s(net, b * n_in * m.hidden_size * e, tp, m.num_layers, 1)
                + c.generate_call_s)  # generate's set-up and the first token's pick
     ctx = n_in + n_out / 2
-    gemm = m.num_layers * layer_gemm_time_s(c, m, b, e, layer_weights, tp)  # b new tokens through every layer
-    attn = attention_time_s(c, b * m.num_layers * fl.layer_attention_flops_fwd(m, ctx) / tp,
-                            kvcache.kv_cache_bytes(m, b, ctx, e, tp))
+    # b new tokens through every layer, reading the experts they reach (moe.decode_weight_fraction)
+    gemm = m.num_layers * layer_gemm_time_s(c, m, b, e, layer_weights * moe.decode_weight_fraction(m, b), tp)
+    # MLA in transformers re-expands the whole cached latent at every step (moe.mla_expansion_flops)
+    attn = attention_time_s(c, b * m.num_layers * (fl.layer_attention_flops_fwd(m, ctx)
+                                                   + moe.mla_expansion_flops(m, ctx)) / tp,
+                            kvcache.kv_cache_bytes(m, b, ctx, e, tp)
+                            + b * m.num_layers * moe.mla_expanded_kv_bytes(m, ctx, e) / tp)
     head = head_forward_time_s(c, m, b, e, tp, with_loss=0)
     # a concatenating cache rewrites itself to append the step's keys and values
     append = concat * memory_time_s(c, kvcache.cache_append_bytes(m, b, ctx, e, tp))

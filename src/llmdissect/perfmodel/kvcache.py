@@ -4,21 +4,34 @@ transformers' DynamicCache keeps, per layer, a key and a value tensor of shape
 (batch, kv_heads, positions, head_dim) in the compute dtype: grouped-query attention stores
 kv_heads, not heads (Ainslie et al., arXiv 2305.13245). After generating `output_len` tokens
 from `input_len`, the cache holds input_len + output_len - 1 positions (the last token is
-never fed back).
+never fed back). Latent attention (MLA) caches its compressed latent and rope key
+(moe.mla_latent_values_per_position); sliding-window layers hold at most their window
+(moe.cached_positions).
 """
 from __future__ import annotations
 
+from llmdissect.perfmodel import moe
 from llmdissect.specs.models import ModelSpec
 
 
+def kv_values_per_position_layer(m: ModelSpec):
+    """Values one layer caches per position: K and V of the kv heads (2 d_kv); MLA its
+    latent r_kv + d_r."""
+    return moe.mla_latent_values_per_position(m) if m.is_mla else 2 * m.kv_dim
+
+
 def kv_bytes_per_token(m: ModelSpec, e):
-    """One position of one sequence: 2 (K and V) x L x d_kv x e."""
-    return 2 * m.num_layers * m.kv_dim * e
+    """One position of one sequence in every layer: 2 (K and V) x L x d_kv x e (MLA:
+    L (r_kv + d_r) e)."""
+    return m.num_layers * kv_values_per_position_layer(m) * e
 
 
 def kv_cache_bytes(m: ModelSpec, batch, positions, e, tp=1):
-    """The whole cache on one device: tensor parallelism splits the kv heads over tp."""
-    return batch * positions * kv_bytes_per_token(m, e) / tp
+    """The whole cache on one device: tensor parallelism splits the kv heads over tp (MLA's
+    one latent is not split: each rank holds it whole, Megatron and vLLM alike);
+    sliding-window layers keep at most their window."""
+    split = tp if not m.is_mla else 1
+    return batch * moe.cached_positions(m, positions) * kv_values_per_position_layer(m) * e / split
 
 
 CACHES = ("dynamic", "static")
@@ -56,7 +69,7 @@ def prefill_working_bytes(m: ModelSpec, batch, seq, e, eager, tp=1):
     """
     residual = 4 * batch * seq * m.hidden_size * e
     attention = batch * seq * (m.q_dim + 2 * m.kv_dim) * e / tp
-    mlp = (m.mlp_in_matrices + 1) * batch * seq * m.intermediate_size * e / tp
+    mlp = (m.mlp_in_matrices + 1) * batch * seq * m.mlp_token_width * e / tp
     larger = attention + (mlp - attention) * (mlp > attention)
     eager_kept = eager * (batch * m.num_heads * seq * seq * 4 / tp + batch * seq * seq * e)
     rope = 2 * batch * seq * m.head_dim * e

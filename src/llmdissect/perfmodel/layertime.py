@@ -25,11 +25,22 @@ def layer_weight_elements(m: ModelSpec):
     return m.params_attention_per_layer + m.params_mlp_per_layer
 
 
+def attention_gemm_shapes(m: ModelSpec):
+    """(k, n) of the attention's GEMMs: q, k, v, o; MLA's q_a, q_b, kv_a, kv_b, o. The last is o."""
+    if m.is_mla:
+        return tuple(m.mla_gemm_shapes())
+    h = m.hidden_size
+    return ((h, m.q_dim), (h, m.kv_dim), (h, m.kv_dim), (m.q_dim, h))
+
+
 def layer_gemm_shapes(m: ModelSpec):
     """(k, n) of the layer's GEMMs as transformers' Llama runs them, one nn.Linear each:
-    q, k, v, o, gate, up, down (the projections of op_costs.LAYER_FORWARD_OPS)."""
-    h, f = m.hidden_size, m.intermediate_size
-    return ((h, m.q_dim), (h, m.kv_dim), (h, m.kv_dim), (m.q_dim, h), *[(h, f)] * m.mlp_in_matrices, (f, h))
+    q, k, v, o, gate, up, down (the projections of op_costs.LAYER_FORWARD_OPS). In a MoE
+    layer gate, up and down stand for the token's k experts and the shared ones (n = their
+    summed width: the same FLOPs, as if one GEMM); the router's h x E is left out (under 1 %
+    of the layer's FLOPs in every preset)."""
+    h, f = m.hidden_size, m.mlp_token_width
+    return (*attention_gemm_shapes(m), *[(h, f)] * m.mlp_in_matrices, (f, h))
 
 
 def op_policy_gemms(m: ModelSpec):
@@ -40,16 +51,23 @@ def op_policy_gemms(m: ModelSpec):
     Returns (saved, recomputed): lists of (k, n, row_parallel) of the layer's GEMMs, where
     row_parallel GEMMs (o, down) produce the whole hidden width on every TP rank."""
     shapes = layer_gemm_shapes(m)
-    rows = {3, len(shapes) - 1}  # o_proj and down_proj
+    rows = {len(attention_gemm_shapes(m)) - 1, len(shapes) - 1}  # o_proj and down_proj
     tagged = [(k, n, i in rows) for i, (k, n) in enumerate(shapes)]
     return tagged[0::2], tagged[1::2]
 
 
 def model_param_tensors(m: ModelSpec) -> list[tuple[int, int]]:
     """(count, elements) of a Llama model's parameter tensors: per layer its GEMMs' weights
-    and two norms; the embedding, the final norm and (untied) the head."""
+    and two norms; the embedding, the final norm and (untied) the head. A MoE layer holds its
+    router, its experts as two 3-D tensors (gate_up, down) and its shared experts' three."""
     h = m.hidden_size
-    out = [(m.num_layers, k * n) for k, n in layer_gemm_shapes(m)] + [(2 * m.num_layers, h)]
+    out = [(m.num_layers, k * n) for k, n in attention_gemm_shapes(m)] + [(2 * m.num_layers, h)]
+    f, fe, fs = m.intermediate_size, m.expert_intermediate_size, m.num_shared_experts * m.expert_intermediate_size
+    k = m.mlp_in_matrices
+    out += [(m.dense_layers, h * f)] * (k + 1)
+    if m.is_moe:
+        out += [(m.moe_layers, h * m.num_experts), (m.moe_layers, m.num_experts * k * fe * h),
+                (m.moe_layers, m.num_experts * fe * h)] + [(m.moe_layers * (fs > 0), h * fs)] * (k + 1)
     out += [(1, m.vocab_size * h), (1, h)]
     return out if m.tie_word_embeddings else out + [(1, m.vocab_size * h)]
 
@@ -86,7 +104,7 @@ def layer_elementwise_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1):
     h = m.hidden_size
     replicated = 2 * opc.rmsnorm(tokens, h, e).bytes + 2 * opc.residual_add(tokens, h, e).bytes
     sharded = (opc.rope(tokens, m.q_dim, m.kv_dim, m.head_dim, e).bytes
-               + opc.mlp_activation(tokens, m.intermediate_size, e, m.gated_mlp).bytes)
+               + opc.mlp_activation(tokens, m.mlp_token_width, e, m.gated_mlp).bytes)
     return memory_time_s(c, replicated + sharded / tp)
 
 

@@ -19,8 +19,8 @@ from llmdissect.errors import UserError
 KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER, mn.SERVE)
 ANALYTICAL_KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER)
 """What run_estimate answers with the closed-form model (a suite's `estimate` entries)."""
-TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp", "lora_rank", "optimizer",
-              "precision", "engine")
+TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp", "ep", "lora_rank",
+              "optimizer", "precision", "engine")
 INFER_ONLY = ("batch", "cache")
 LENGTHS = ("input_len", "output_len")
 SERVE_ONLY = ("profile", "max_num_seqs", "max_batched_tokens", "block_size", "num_blocks", "prefix_caching",
@@ -28,7 +28,7 @@ SERVE_ONLY = ("profile", "max_num_seqs", "max_batched_tokens", "block_size", "nu
 NOT_FOR = {mn.PRETRAIN: INFER_ONLY + LENGTHS + SERVE_ONLY, mn.FINETUNE: INFER_ONLY + LENGTHS + SERVE_ONLY,
            mn.INFER: TRAIN_ONLY + SERVE_ONLY, mn.SERVE: TRAIN_ONLY + INFER_ONLY}
 """The options each kind refuses (one line, exit 2)."""
-POSITIVE = ("gpus", "tp", "pp", "micro_batch", "seq", "grad_accum", "batch", "input_len", "output_len",
+POSITIVE = ("gpus", "tp", "pp", "ep", "micro_batch", "seq", "grad_accum", "batch", "input_len", "output_len",
             "max_num_seqs", "max_batched_tokens", "block_size", "num_blocks", "replicas", "num_prompts",
             "max_concurrency")
 
@@ -67,6 +67,9 @@ class EstimateRequest(BaseModel):
     """Tensor-parallel degree."""
     pp: Optional[int] = None
     """Pipeline-parallel degree [1] (training)."""
+    ep: Optional[int] = None
+    """Expert-parallel degree [1] (training, MoE models): the routed experts split over ep of
+    the data-parallel ranks; it must divide the experts and the data-parallel degree."""
     optimizer: Optional[str] = None
     """adamw | adamw-fused | adamw-8bit | adam | sgd [adamw] (training)."""
     precision: Optional[str] = None
@@ -170,7 +173,7 @@ def estimate_for(request: EstimateRequest, model, profile: dict[str, Any], expli
     setup = TrainSetup(kind=r.kind, micro_batch=r.micro_batch or 1,
                        seq=r.seq or min(2048, model.max_position_embeddings), grad_accum=r.grad_accum or 1,
                        zero=r.zero if r.zero is not None else 0, offload=r.offload or "none",
-                       recompute=r.recompute or "none", pp=r.pp or 1, optimizer=r.optimizer or "adamw",
+                       recompute=r.recompute or "none", pp=r.pp or 1, ep=r.ep or 1, optimizer=r.optimizer or "adamw",
                        lora_rank=r.lora_rank or 0, lora_targets=targets, engine_name=r.engine or "auto",
                        precision=r.precision or "mixed", **common)
     return estimate_train(setup, machine)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import llmdissect.metric_names as mn
 from llmdissect.perfmodel import activations as act
-from llmdissect.perfmodel import comm, states
+from llmdissect.perfmodel import comm, moe, states
 from llmdissect.perfmodel import flops as fl
 from llmdissect.perfmodel import op_costs as opc
 from llmdissect.perfmodel.ceilings import Machine
@@ -39,11 +39,12 @@ def framework_bytes(mach: Machine, tensors_bytes):
 
 
 def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
-                 optimizer, lora, lora_params, frozen_weight_bytes, pure=0):
+                 optimizer, lora, lora_params, frozen_weight_bytes, pure=0, ep=1):
     """Per-device memory (bytes) of a training step; dict of scalars or arrays. `pure` 1:
-    16-bit weights, gradients and optimizer states, no fp32 master (states.py)."""
+    16-bit weights, gradients and optimizer states, no fp32 master (states.py). Expert
+    parallelism `ep` keeps 1/ep of the routed experts on each device (moe.py)."""
     shard = tp * pp
-    psi_full = m.params / shard
+    psi_full = (m.params - moe.routed_expert_params(m) * (1 - 1 / ep)) / shard
     psi = lora * lora_params / shard + (1 - lora) * psi_full  # trainable parameters on this model shard
     working = 2 * m.params_per_layer / tp  # ZeRO-Infinity keeps the layers in use and the next prefetched
     p, g, o = states.offloaded_device_bytes(psi, e, zero, dp, off, optimizer, working, pure)
@@ -67,7 +68,7 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
 
 def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
                optimizer, lora, lora_params, frozen_weight_bytes, layer_weight_bytes, sharded_calls=1, flat=0,
-               pure=0):
+               pure=0, ep=1):
     """Per-step times (s), throughput and MFU; needs `mach.ceilings`. `layer_weight_bytes`
     is one decoder layer's weights as stored (quantized under QLoRA); `sharded_calls` how many
     collectives a sharded (ZeRO-2/3) pass splits its traffic into (one per wrapped layer
@@ -92,9 +93,13 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     tp_comm = comm.tensor_parallel_comm_s(net, act_bytes, tp, layers, 2 + (rc == 2))
     pp_net = comm.pipeline_network(net, mach.scale_out, mach.node_devices, tp, pp)
     pp_comm = (pp > 1) * 2 * comm.p2p_time_s(pp_net, act_bytes)
-    t_micro = fwd + bwd + recompute + tp_comm + pp_comm
+    # expert parallelism: dispatch and combine all-to-alls in each MoE layer, forward and backward
+    ep_net = comm.group_network(net, mach.scale_out, mach.node_devices, ep, tp * pp)
+    ep_comm = moe.all_to_all_time_s(ep_net, m, tokens, ep, e, m.moe_layers / pp, 4 + 2 * (rc == 2))
+    t_micro = fwd + bwd + recompute + tp_comm + pp_comm + ep_comm
     compute = (ga + pp - 1) * t_micro
-    psi_shard = (lora * lora_params + (1 - lora) * m.params) / shard_div(tp, pp)
+    local_params = m.params - moe.routed_expert_params(m) * (1 - 1 / ep)  # experts split over ep
+    psi_shard = (lora * lora_params + (1 - lora) * local_params) / shard_div(tp, pp)
     frozen_shard = lora * frozen_weight_bytes / shard_div(tp, pp)
     dp_net = comm.group_network(net, mach.scale_out, mach.node_devices, dp, tp * pp)
     dp_comm = comm.data_parallel_comm_s(dp_net, zero, psi_shard * e, psi_shard * e + frozen_shard, dp, ga,
@@ -122,7 +127,8 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     hfpt = fl.hardware_flops_per_token(m, s, rc, lora * lora_params)
     peak_total = c.peak_flops_per_s * devices
     return {mn.TIME: {mn.STEP_S: step, mn.FORWARD_S: ga * fwd, mn.BACKWARD_S: ga * (bwd + recompute),
-                      mn.OPTIMIZER_S: optimizer_s + param_fetch, mn.COMM_S: ga * (tp_comm + pp_comm) + exposed,
+                      mn.OPTIMIZER_S: optimizer_s + param_fetch,
+                      mn.COMM_S: ga * (tp_comm + pp_comm + ep_comm) + exposed,
                       "bubble_s": (pp - 1) * t_micro},
             mn.TOKENS_PER_S: tokens_per_s, mn.TOKENS_PER_S_PER_DEVICE: tokens_per_s / devices,
             mn.MFU: tokens_per_s * mfpt / peak_total, mn.HFU: tokens_per_s * hfpt / peak_total,

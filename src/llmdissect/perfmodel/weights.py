@@ -87,32 +87,75 @@ def linear_weight_bytes(out_features: int, in_features: int, quant: str, dtype_b
     raise UserError(f"unknown quantization {quant!r}")
 
 
-def layer_linear_shapes(m: ModelSpec) -> dict[str, tuple[int, int]]:
-    """(out_features, in_features) of each linear layer of one decoder layer."""
+MLA_NAMES = ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")
+
+
+def layer_linear_shapes(m: ModelSpec, moe_layer: bool = True) -> dict[str, tuple[int, int]]:
+    """(out_features, in_features) of each linear layer of one decoder layer (a MoE model's
+    MoE layer unless `moe_layer` is false: its router `gate`, its routed experts as one
+    stacked matrix each, `experts.gate_up_proj` and `experts.down_proj`, and shared experts)."""
     h, f = m.hidden_size, m.intermediate_size
+    if m.is_mla:
+        names = MLA_NAMES if m.q_lora_rank else ("q_proj", *MLA_NAMES[2:])
+        attn = {name: (n, k) for name, (k, n) in zip(names, m.mla_gemm_shapes())}
+    else:
+        attn = {"q_proj": (m.q_dim, h), "k_proj": (m.kv_dim, h), "v_proj": (m.kv_dim, h), "o_proj": (h, m.q_dim)}
+    if m.is_moe and moe_layer:
+        E, fe, fs = m.num_experts, m.expert_intermediate_size, m.num_shared_experts * m.expert_intermediate_size
+        shared = {"shared_experts.gate_proj": (fs, h), "shared_experts.up_proj": (fs, h),
+                  "shared_experts.down_proj": (h, fs)} if fs else {}
+        return {**attn, "gate": (E, h), "experts.gate_up_proj": (E * 2 * fe, h), "experts.down_proj": (E * h, fe),
+                **shared}
     gate = {"gate_proj": (f, h)} if m.gated_mlp else {}  # GPT's MLP has no gate
-    return {"q_proj": (m.q_dim, h), "k_proj": (m.kv_dim, h), "v_proj": (m.kv_dim, h), "o_proj": (h, m.q_dim),
-            **gate, "up_proj": (f, h), "down_proj": (h, f)}
+    return {**attn, **gate, "up_proj": (f, h), "down_proj": (h, f)}
+
+
+def _layer_groups(m: ModelSpec) -> list[tuple[int, dict[str, tuple[int, int]]]]:
+    """(how many layers, their linear shapes): DeepSeek's dense first layers, then the MoE ones."""
+    return [(m.dense_layers, layer_linear_shapes(m, moe_layer=False)), (m.moe_layers, layer_linear_shapes(m))]
 
 
 def model_weight_bytes(m: ModelSpec, quant: str, dtype_bytes: float) -> int:
     """All weights of the model as stored: quantized decoder linears (their biases, norms,
     embedding and head in the compute dtype)."""
     quant = check_quant(quant)
-    linear = sum(linear_weight_bytes(o, i, quant, dtype_bytes) for o, i in layer_linear_shapes(m).values())
-    linear_params = sum(o * i for o, i in layer_linear_shapes(m).values())
-    other_params = m.params - m.num_layers * linear_params
-    return int(m.num_layers * linear + other_params * dtype_bytes)
+    linear = sum(n * sum(linear_weight_bytes(o, i, quant, dtype_bytes) for o, i in shapes.values())
+                 for n, shapes in _layer_groups(m))
+    linear_params = sum(n * sum(o * i for o, i in shapes.values()) for n, shapes in _layer_groups(m))
+    other_params = m.params - linear_params
+    return int(linear + other_params * dtype_bytes)
+
+
+MLP_NAMES = ("gate_proj", "up_proj", "down_proj")
+
+
+def lora_target_names(m: ModelSpec) -> tuple[str, ...]:
+    """The linears LoRA may adapt: the attention's projections, and a dense model's MLP (a
+    MoE layer's experts and router are not modelled as targets)."""
+    return tuple(t for t in layer_linear_shapes(m, moe_layer=False) if not (m.is_moe and t in MLP_NAMES))
+
+
+def resolve_lora_targets(m: ModelSpec, targets: tuple[str, ...]) -> tuple[str, ...]:
+    """`targets` for this model: the default (q, k, v, o) becomes MLA's five projections,
+    `all` every target name; anything the model lacks is a UserError."""
+    if m.is_mla and tuple(targets) == LORA_TARGETS_DEFAULT:
+        return tuple(t for t in lora_target_names(m) if t not in MLP_NAMES)
+    if tuple(targets) == LINEAR_NAMES:  # `all`
+        return lora_target_names(m)
+    unknown = [t for t in targets if t not in lora_target_names(m)]
+    if unknown:
+        raise UserError(f"unknown LoRA target(s) {', '.join(unknown)} for {m.name}; choose from "
+                        f"{', '.join(lora_target_names(m))}")
+    return tuple(targets)
 
 
 def lora_params(m: ModelSpec, rank: int, targets: tuple[str, ...] = LORA_TARGETS_DEFAULT) -> int:
     """Trainable parameters of LoRA adapters (Hu et al., arXiv 2106.09685): each targeted
-    linear W (out x in) gets A (rank x in) and B (out x rank), r (in + out) parameters."""
-    shapes = layer_linear_shapes(m)
-    unknown = [t for t in targets if t not in shapes]
-    if unknown:
-        raise UserError(f"unknown LoRA target(s) {', '.join(unknown)}; choose from {', '.join(LINEAR_NAMES)}")
-    return m.num_layers * sum(rank * (shapes[t][0] + shapes[t][1]) for t in targets)
+    linear W (out x in) gets A (rank x in) and B (out x rank), r (in + out) parameters.
+    MLA's default targets are its five attention projections; a MoE model's MLP (experts,
+    router) is not a LoRA target here."""
+    shapes = layer_linear_shapes(m, moe_layer=False)
+    return m.num_layers * sum(rank * (shapes[t][0] + shapes[t][1]) for t in resolve_lora_targets(m, targets))
 
 
 def parse_lora_targets(text: str) -> tuple[str, ...]:
@@ -126,9 +169,12 @@ def parse_lora_targets(text: str) -> tuple[str, ...]:
 
 
 def layer_weight_bytes(m: ModelSpec, quant: str, dtype_bytes: float) -> int:
-    """One decoder layer's linear weights as stored (what a forward of the layer reads)."""
+    """One decoder layer's linear weights as stored (what a forward of the layer reads; the
+    mean over a MoE model's dense and MoE layers)."""
     quant = check_quant(quant)
-    return sum(linear_weight_bytes(o, i, quant, dtype_bytes) for o, i in layer_linear_shapes(m).values())
+    total = sum(n * sum(linear_weight_bytes(o, i, quant, dtype_bytes) for o, i in shapes.values())
+                for n, shapes in _layer_groups(m))
+    return total // m.num_layers if total % m.num_layers == 0 else total / m.num_layers
 
 
 DEQUANTIZED_COPY = ("nf4", "int8-bnb")
@@ -140,5 +186,6 @@ def layer_read_bytes(m: ModelSpec, quant: str, dtype_bytes: float) -> int:
     """Bytes one forward of a layer moves for its weights: the stored weights, plus writing
     and reading a dequantized copy where the library makes one."""
     quant = check_quant(quant)
-    copy = 2 * sum(o * i for o, i in layer_linear_shapes(m).values()) * dtype_bytes if quant in DEQUANTIZED_COPY else 0
+    elements = sum(n * sum(o * i for o, i in shapes.values()) for n, shapes in _layer_groups(m)) / m.num_layers
+    copy = 2 * elements * dtype_bytes if quant in DEQUANTIZED_COPY else 0
     return int(layer_weight_bytes(m, quant, dtype_bytes) + copy)

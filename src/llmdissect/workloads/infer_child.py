@@ -81,6 +81,19 @@ def cache_tensor_bytes(cache: Any) -> tuple[int, int | None]:
     return sum(seen.values()), static_len
 
 
+def unreached_expert_bytes(model: Any, spec: Any, batch: int) -> float:
+    """Routed-expert weight bytes a decode step of `batch` tokens is not expected to read:
+    each MoE layer's experts beyond the expected distinct ones its tokens reach under
+    uniform routing (perfmodel.moe.expected_distinct_experts). 0 for a dense model."""
+    if not spec.is_moe:
+        return 0.0
+    from llmdissect.perfmodel.moe import expected_distinct_experts
+
+    routed = sum(p.numel() * p.element_size() for n, p in model.named_parameters() if ".experts." in n)
+    reached = expected_distinct_experts(spec.num_experts, spec.experts_per_token, batch)
+    return routed * (1 - reached / spec.num_experts)
+
+
 def _generate_kwargs(point: InferPoint, clock: TokenClock) -> dict[str, Any]:
     out = point.output_len
     kw: dict[str, Any] = dict(max_new_tokens=out, min_new_tokens=out, do_sample=False, streamer=clock,
@@ -158,7 +171,9 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     kv_bytes, static_len = cache_tensor_bytes(cache)
     cache_len = static_len or (input_len + output_len - 1)  # the last token is never fed back
     metrics.update(kv_cache_bytes=kv_bytes, kv_cache_positions=cache_len,
-                   weights_bytes=weight_bytes(model), weights_bytes_read_per_step=weight_bytes_read_per_step(model))
+                   weights_bytes=weight_bytes(model),
+                   weights_bytes_read_per_step=weight_bytes_read_per_step(model) - unreached_expert_bytes(model, spec,
+                                                                                                           batch))
     del last["out"], cache
 
     if device.startswith("cuda"):

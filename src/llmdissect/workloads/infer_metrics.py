@@ -10,6 +10,7 @@ from typing import Any
 
 import llmdissect.metric_names as mn
 from llmdissect.measure.stats import Stats
+from llmdissect.perfmodel.kvcache import kv_cache_bytes
 from llmdissect.specs.models import ModelSpec
 
 CONSISTENCY_TOLERANCE = 0.10
@@ -34,8 +35,9 @@ class CallTiming:
 
 
 def kv_cache_bytes_formula(spec: ModelSpec, batch: int, length: int, bytes_per_value: float) -> int:
-    """2 (keys and values) x layers x batch x length x kv_heads x head_dim x bytes."""
-    return int(2 * spec.num_layers * batch * length * spec.num_kv_heads * spec.head_dim * bytes_per_value)
+    """2 (keys and values) x layers x batch x length x kv_heads x head_dim x bytes; MLA and
+    sliding-window layers as perfmodel.kvcache counts them (as transformers caches them)."""
+    return int(kv_cache_bytes(spec, batch, length, bytes_per_value))
 
 
 def prefill_flops(spec: ModelSpec, batch: int, input_len: int) -> float:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from llmdissect.errors import UserError
 from llmdissect.perfmodel.config import ENGINE_ZERO
+from llmdissect.perfmodel.weights import resolve_lora_targets
 from llmdissect.specs.models import ModelSpec, get_model
 
 Engine = Literal["single", "ddp", "fsdp", "deepspeed"]
@@ -145,9 +146,10 @@ def validate(cfg: TrainConfig) -> TrainConfig:
     if cfg.tokenizer is not None and not Path(cfg.tokenizer).exists():
         raise UserError(f"--tokenizer not found: {cfg.tokenizer}")
     targets = [t for t in cfg.lora_targets.split(",") if t]
-    known = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
-    if not targets or set(targets) - known:
-        raise UserError(f"--lora-targets must name modules among {', '.join(sorted(known))}")
+    if not targets:
+        raise UserError("--lora-targets is empty; give module names such as q_proj,v_proj")
+    # the same targets the estimate counts: MLA's projections by default, no MoE experts
+    cfg = cfg.model_copy(update={"lora_targets": ",".join(resolve_lora_targets(spec, tuple(targets)))})
     from llmdissect.measure.devices import resolve_device
 
     device = resolve_device(cfg.device).torch_device

@@ -17,7 +17,7 @@ the model, the closest measured stand-in), else 0; the estimate's notes say whic
 """
 from __future__ import annotations
 
-from llmdissect.perfmodel import comm, kvcache
+from llmdissect.perfmodel import comm, kvcache, moe
 from llmdissect.perfmodel.ceilings import Machine
 from llmdissect.perfmodel.layertime import (
     head_forward_time_s,
@@ -43,7 +43,7 @@ class IterationTime:
         step = c.serve_engine_step_s if engine_measured else c.generate_step_s
         self.per_seq = c.serve_engine_seq_s if engine_measured else 0.0
         self.fixed = c.forward_fixed_s + step
-        self.kv_per_token = kvcache.kv_bytes_per_token(m, e) / tp
+        self.kv_per_token = kvcache.kv_cache_bytes(m, 1, 1, e, tp)  # one position (MLA's latent is not split)
         self.flops_per_attn_unit = 4 * m.num_layers * m.q_dim / tp  # scores and x V, per query-key pair
         self._rows: dict[int, float] = {}
         self._heads: dict[int, float] = {}
@@ -53,7 +53,9 @@ class IterationTime:
         t = self._rows.get(tokens)
         if t is None:
             m, c = self.m, self.c
-            t = (layer_gemm_time_s(c, m, tokens, self.e, self.w, self.tp)
+            # a mixture of experts reads only the experts the iteration's tokens reach
+            weights = self.w * moe.decode_weight_fraction(m, tokens)
+            t = (layer_gemm_time_s(c, m, tokens, self.e, weights, self.tp)
                  + layer_elementwise_time_s(c, m, tokens, self.e, self.tp))
             self._rows[tokens] = t
         return t
@@ -85,5 +87,5 @@ def kv_blocks_that_fit(m: ModelSpec, mach: Machine, e: float, tp: int, weight_by
     framework's allowance (vLLM's gpu_memory_utilization 0.9 by default)."""
     a = mach.assumptions
     usable = mach.platform.device.memory_bytes * memory_fraction - a["framework_context_bytes"] - weight_bytes / tp
-    per_block = kvcache.kv_bytes_per_token(m, e) / tp * block_size
+    per_block = kvcache.kv_cache_bytes(m, 1, 1, e, tp) * block_size
     return max(int(usable // per_block), 0)

@@ -126,3 +126,17 @@ def test_the_report_draws_the_simulation_beside_runs_that_name_their_server():
     assert len(series["TTFT p50 simulated"][0]) == 2 and all(v > 0 for v in series["TPOT p50 simulated"][1])
     assert _simulated([_measured({})]) == {}
     assert serving(runs) is not None
+
+
+def test_a_cpu_server_of_one_thread_gets_its_share_of_the_peak_and_the_one_thread_bandwidth():
+    from llmdissect.analysis.serve_estimate import _cpu_threads_machine
+
+    profile = {"cpu": {"peak_flops_per_s": {"fp32": 2e11}, "memory_bandwidth_bytes_per_s": 4e10, "threads": 4,
+                       "memory_bandwidth_one_thread_bytes_per_s": 1.5e10}}
+    mach = machine_for(resolve_platform("cpu"), "fp32", profile)
+    notes: list[str] = []
+    one = _cpu_threads_machine(mach, profile, 1, notes).ceilings
+    assert one.peak_flops_per_s == pytest.approx(5e10) and one.memory_bandwidth_bytes_per_s == 1.5e10
+    two = _cpu_threads_machine(mach, profile, 2, []).ceilings  # no measurement at 2 threads: the share
+    assert two.peak_flops_per_s == pytest.approx(1e11) and two.memory_bandwidth_bytes_per_s == pytest.approx(2e10)
+    assert _cpu_threads_machine(mach, profile, 4, []) is mach and "one thread" in notes[0]

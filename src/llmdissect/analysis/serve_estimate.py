@@ -44,10 +44,33 @@ def _profile(r: EstimateRequest, is_cpu: bool):
                                block_size=r.block_size, num_blocks=r.num_blocks, prefix_caching=r.prefix_caching)
 
 
+def _cpu_threads_machine(mach, profile_data: dict[str, Any], threads: int, notes: list[str]):
+    """The CPU as a server of `threads` threads sees it: `threads` of the cores `peak` measured
+    with (compute scales with cores), and the bandwidth `peak` measured with one thread where
+    the server has one (one thread streams more than its share of what all of them do), else
+    the same share of it."""
+    from dataclasses import replace
+
+    section = profile_data.get("cpu") or {}
+    measured_with = int(section.get("threads") or 0)
+    c = mach.ceilings
+    if not measured_with or threads >= measured_with:
+        return mach
+    share = threads / measured_with
+    one = section.get("memory_bandwidth_one_thread_bytes_per_s")
+    bandwidth = float(one) if threads == 1 and one else c.memory_bandwidth_bytes_per_s * share
+    notes.append(f"server threads: {threads} of the {measured_with} peak measured with: {share:.0%} of its peak, "
+                 + ("the bandwidth peak measured with one thread" if threads == 1 and one else
+                    f"{share:.0%} of its bandwidth"))
+    return replace(mach, ceilings=replace(c, peak_flops_per_s=c.peak_flops_per_s * share,
+                                          memory_bandwidth_bytes_per_s=bandwidth))
+
+
 def run_serve_estimate(r: EstimateRequest, calibration=None, model=None,
-                       offsets: list[float] | None = None) -> Estimate:
+                       offsets: list[float] | None = None, cpu_threads: int | None = None) -> Estimate:
     """The simulated serving run of request `r` (kind serve), as an Estimate; `offsets`: the
-    send times to replay (a measured run's own), instead of drawing or reading them."""
+    send times to replay (a measured run's own), instead of drawing or reading them;
+    `cpu_threads`: the threads a CPU server runs with (_cpu_threads_machine)."""
     from llmdissect.calibration_profile import load_profile
     from llmdissect.dtypes import dtype_bytes
     from llmdissect.perfmodel import weights as wt
@@ -67,6 +90,9 @@ def run_serve_estimate(r: EstimateRequest, calibration=None, model=None,
     mach = machine_for(platform, dtype, profile_data, explicit=calibration is not None)
     if mach.ceilings is None:
         raise UserError(f"no time estimate for {platform.device.name}: its peaks are unknown (run `llmdissect peak`)")
+    thread_notes: list[str] = []
+    if cpu_threads and platform.device.kind == "cpu":
+        mach = _cpu_threads_machine(mach, profile_data, cpu_threads, thread_notes)
     e = dtype_bytes(dtype)
     quant = wt.check_quant(r.quant)
     weights = wt.model_weight_bytes(m, quant, e)
@@ -106,7 +132,7 @@ def run_serve_estimate(r: EstimateRequest, calibration=None, model=None,
              + (f"{c.serve_engine_step_s * 1e3:.2f} ms an iteration and {c.serve_engine_seq_s * 1e3:.3f} ms a "
                 f"sequence (transformers' engine, measured by peak)" if engine_measured else
                 f"{c.generate_step_s * 1e3:.2f} ms an iteration (generate's, measured by peak)"
-                if c.generate_step_s else "none measured (0)")]
+                if c.generate_step_s else "none measured (0)"), *thread_notes]
     return Estimate(mn.SERVE, config, metrics, notes)
 
 
@@ -153,18 +179,14 @@ def estimate_measured_serve(config: dict[str, Any], metrics: dict[str, Any] | No
     (`config.served`: model, hardware, engine, threads and the scheduler settings it ran with),
     its requests sent when the run sent them (`metrics.send_offsets_s`, where recorded)."""
     from llmdissect.perfmodel.request import estimate_request
-    from llmdissect.specs.hardware import usable_cores
 
     served = config.get("served")
     if not isinstance(served, dict) or any(k not in served for k in SERVED_KEYS):
         raise UserError("the record does not say which model, hardware and engine served it (config.served; "
                         "the quick suite's serve step writes it)")
-    gpus = None
-    if served["hardware"] == "cpu":  # the server's threads are its share of the machine's cores
-        gpus = max(1, usable_cores() // max(1, int(served.get("threads") or 1)))
     rate = config.get("request_rate")
     request = estimate_request(
-        mn.SERVE, model=served["model"], hardware=served["hardware"], gpus=gpus, dtype=served.get("dtype"),
+        mn.SERVE, model=served["model"], hardware=served["hardware"], dtype=served.get("dtype"),
         profile=served["engine"], max_num_seqs=served.get("max_num_seqs"),
         max_batched_tokens=served.get("max_batched_tokens"), block_size=served.get("block_size"),
         num_blocks=served.get("num_blocks"), num_prompts=config.get("num_prompts"),
@@ -173,4 +195,6 @@ def estimate_measured_serve(config: dict[str, Any], metrics: dict[str, Any] | No
         max_concurrency=config.get("max_concurrency"), arrivals=config.get("arrivals"), seed=config.get("seed"),
         slo=",".join(f"{k.removesuffix('_s')}={v}" for k, v in (config.get("slo") or {}).items()) or None)
     sent = (metrics or {}).get("send_offsets_s")
-    return run_serve_estimate(request, calibration, offsets=sent if isinstance(sent, list) else None)
+    threads = int(served.get("threads") or 0) or None if served["hardware"] == "cpu" else None
+    return run_serve_estimate(request, calibration, offsets=sent if isinstance(sent, list) else None,
+                              cpu_threads=threads)

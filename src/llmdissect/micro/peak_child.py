@@ -61,6 +61,14 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         rows = pk.matmul_rows(device, sizes, config["min_time_s"], config.get("seed", 0), progress=tick)
         report(config, done[0], total, f"{device} copy")
         copy = pk.copy_row(device, nbytes, config["min_time_s"], config.get("seed", 0))
+        one_thread = None
+        if device == "cpu" and torch.get_num_threads() > 1:  # what a process of one thread streams
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                one_thread = pk.copy_row(device, nbytes, config["min_time_s"], config.get("seed", 0))[mn.BYTES_PER_S]
+            finally:
+                torch.set_num_threads(threads)
         done[0] += 1
         report(config, done[0], total, f"{device} fixed costs")
         overheads = measure_overheads(device, min(config["min_time_s"], 0.3), config.get("seed", 0))
@@ -75,7 +83,8 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
 
             report(config, done[0], total, f"{device} serving engine")
             overheads.update(measure_serve_engine(device, config.get("seed", 0)))
-        entry = {"device": device, "name": name, **summary, "overheads": overheads, "gemm_grid": grid}
+        entry = {"device": device, "name": name, **summary, "overheads": overheads, "gemm_grid": grid,
+                 "memory_bandwidth_one_thread_bytes_per_s": one_thread}
         if device == "cpu":
             theory = pk.theoretical_cpu_peak(torch.get_num_threads())
             entry["theoretical_peak_flops_per_s"] = theory.pop("flops_per_s")

@@ -46,6 +46,8 @@ def profile_update(metrics: dict[str, Any], record_id: str | None = None) -> dic
                 section[key] = entry["overheads"][key]
         if entry.get("gemm_grid"):
             section["gemm_efficiency_by_shape"] = entry["gemm_grid"]
+        if entry.get("memory_bandwidth_one_thread_bytes_per_s"):
+            section["memory_bandwidth_one_thread_bytes_per_s"] = entry["memory_bandwidth_one_thread_bytes_per_s"]
         if entry["device"] == "cpu":
             from llmdissect.specs.hardware import last_level_cache_bytes
 

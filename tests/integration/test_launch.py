@@ -1,16 +1,42 @@
-"""The launcher: a crash, an out-of-memory or a hang becomes a status, never a lost run."""
+"""The launcher: a crash, an out-of-memory or a hang becomes a status, never a lost run.
+
+Every test runs twice: children started the ordinary way, and children forked from a warm
+process (`launch.warm`, what the quick suite uses), which must behave the same."""
+import os
 import time
 
 import pytest
 
-from llmdissect.launch import run_child
+from llmdissect.launch import run_child, warm
+from llmdissect.launch.warm import WarmLauncher
 
 PROBES = "llmdissect.launch.probes"
 
 
-def test_child_returns_result_and_sets_threads():
+@pytest.fixture(scope="module")
+def _warm_process():
+    launcher = WarmLauncher(threads=2)
+    yield launcher
+    launcher.close()
+
+
+@pytest.fixture(params=["subprocess", "warm"], autouse=True)
+def launch_mode(request):
+    launcher = request.getfixturevalue("_warm_process") if request.param == "warm" else None
+    with warm.using(launcher):  # what `warm_children()` does
+        yield launcher
+    assert launcher is None or not launcher.failed, "the warm process broke: later children went the ordinary way"
+
+
+def test_child_returns_result_and_sets_threads(launch_mode, monkeypatch):
+    monkeypatch.setenv("PROBE_VAR", "seen")
     r = run_child(f"{PROBES}:echo", {"x": [1, 2]}, threads=1)
     assert r.status == "ok" and r.result["config"] == {"x": [1, 2]} and r.result["threads"] == 1
+    assert r.result["session"] and r.result["env_probe"] == "seen"  # a session of its own, the caller's env
+    if launch_mode is None:
+        assert r.result["ppid"] == os.getpid()
+    else:
+        assert r.result["ppid"] == launch_mode.proc.pid and "transformers" in launch_mode.preloaded
 
 
 def test_timeout_kills_the_child():

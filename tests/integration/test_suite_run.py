@@ -35,7 +35,9 @@ def test_failed_oom_timeout_are_recorded_and_the_suite_goes_on(tmp_path, db_path
         "suite: faults\nentries:\n"
         f"  - kind: pretrain\n    name: ok\n{POINT}"
         f"  - kind: pretrain\n    name: oom\n{BASE}    seq: 512\n    micro_batch: 128\n    max_memory: 2500M\n"
-        f"  - kind: pretrain\n    name: timeout\n{BASE}    seq: 40\n    timeout: 1\n"
+        # long enough to time out even in a child forked from a warm process (no imports to wait for)
+        "  - kind: pretrain\n    name: timeout\n    model: debug-llama\n    steps: 100000\n    warmup: 0\n"
+        "    seq: 40\n    timeout: 1\n"
         f"  - kind: pretrain\n    name: failed\n{BASE}    seq: 56\n    data: {bad_data}\n"
         "  - kind: estimate\n    name: estimate\n    workload: pretrain\n    model: llama2-7b\n    hardware: 8xa800\n"
         "    zero: 3\n"
@@ -56,6 +58,9 @@ def test_failed_oom_timeout_are_recorded_and_the_suite_goes_on(tmp_path, db_path
     assert {r["config"]["suite_point"] for r in records} == {p["key"] for p in by_name.values()}
     ok = next(r for r in records if r["config"]["suite_entry"] == "ok")
     assert ok["source"] == "measured" and ok["metrics"]["step_time_s"]["median"] > 0
+    # the suite's children were forked from one warm process, and every record says so
+    assert {r["env"].get("launch") for r in records if r["source"] == "measured" and r["status"] != "skipped"} \
+        == {"forked from a warm process"}
     assert next(r for r in records if r["kind"] == "estimate")["source"] == "estimated"
     assert "points, 1 failed" in proc.stderr or "failed" in proc.stderr  # the progress bar's counts
 

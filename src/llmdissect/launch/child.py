@@ -84,6 +84,12 @@ def run_child(target: str, config: dict[str, Any], *, nproc: int = 1, nnodes: in
                      "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
         cmd = _command(target, cfg, out, nproc, nnodes, node_rank, rdzv_endpoint, distributed)
         t0 = time.perf_counter()
+        warm = _warm_exit(target, cfg, out, log, child_env, nproc=nproc, nnodes=nnodes, rdzv_endpoint=rdzv_endpoint,
+                          distributed=distributed, timeout_s=timeout_s, max_memory_bytes=max_memory_bytes,
+                          stream_output=stream_output)
+        if warm is not None:
+            return _result(Path(tmp), out, log, warm.returncode, warm.timed_out, time.perf_counter() - t0,
+                           timeout_s, max_memory_bytes)
         with open(log, "wb") as log_file:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=None if stream_output else log_file,
                                     stderr=None if stream_output else subprocess.STDOUT, env=child_env,
@@ -100,17 +106,40 @@ def run_child(target: str, config: dict[str, Any], *, nproc: int = 1, nnodes: in
                 _kill_group(proc)
                 proc.wait()
                 raise
-        wall = time.perf_counter() - t0
-        tail = log.read_text(errors="replace")[-STDERR_TAIL_CHARS:] if log.exists() else ""
-        rank_errors = _rank_errors(Path(tmp))
-        if timed_out:
-            return ChildResult("timeout", error=f"timed out after {timeout_s:g} s", returncode=returncode,
-                               wall_s=wall, output_tail=tail, rank_errors=rank_errors)
-        payload = json.loads(out.read_text()) if out.exists() else None
-        result = _classify(payload, returncode, wall, tail, rank_errors)
-        if result.status == "failed" and max_memory_bytes and _mentions_allocation_failure(tail):
-            result.status = "oom"  # e.g. OpenBLAS giving up at start-up under the address-space limit
-        return result
+        return _result(Path(tmp), out, log, returncode, timed_out, time.perf_counter() - t0, timeout_s,
+                       max_memory_bytes)
+
+
+def _warm_exit(target: str, cfg: Path, out: Path, log: Path, child_env: dict[str, str], *, nproc: int, nnodes: int,
+               rdzv_endpoint: str | None, distributed: bool, timeout_s: float | None,
+               max_memory_bytes: int | None, stream_output: bool):
+    """The child's exit when a warm process (`launch.warm`) ran it; None: run it the ordinary way."""
+    from llmdissect.launch.warm import WarmUnavailable, active
+
+    launcher = active()
+    if launcher is None or stream_output or nnodes != 1 or rdzv_endpoint is not None \
+            or not launcher.can_run(child_env):
+        return None
+    try:
+        return launcher.run([target, str(cfg), str(out)], child_env, log, nproc=nproc, distributed=distributed,
+                            timeout_s=timeout_s, max_memory_bytes=max_memory_bytes, kill_group=_kill_pid_group)
+    except WarmUnavailable:
+        launcher.close()
+        return None
+
+
+def _result(tmp: Path, out: Path, log: Path, returncode: int, timed_out: bool, wall: float,
+            timeout_s: float | None, max_memory_bytes: int | None) -> ChildResult:
+    tail = log.read_text(errors="replace")[-STDERR_TAIL_CHARS:] if log.exists() else ""
+    rank_errors = _rank_errors(tmp)
+    if timed_out:
+        return ChildResult("timeout", error=f"timed out after {timeout_s:g} s", returncode=returncode,
+                           wall_s=wall, output_tail=tail, rank_errors=rank_errors)
+    payload = json.loads(out.read_text()) if out.exists() else None
+    result = _classify(payload, returncode, wall, tail, rank_errors)
+    if result.status == "failed" and max_memory_bytes and _mentions_allocation_failure(tail):
+        result.status = "oom"  # e.g. OpenBLAS giving up at start-up under the address-space limit
+    return result
 
 
 def _mentions_allocation_failure(text: str) -> bool:
@@ -120,17 +149,21 @@ def _mentions_allocation_failure(text: str) -> bool:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
+    _kill_pid_group(proc.pid)
+
+
+def _kill_pid_group(pid: int) -> None:
     """Kill the child and everything below it. torchrun starts each worker in a session of
     its own, so killing the child's process group alone would leave the ranks running."""
     try:
         import psutil
 
-        descendants = psutil.Process(proc.pid).children(recursive=True)
+        descendants = psutil.Process(pid).children(recursive=True)
     except Exception:  # psutil missing, or the child already gone
         psutil, descendants = None, []
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
         pass
     for p in descendants:
         try:

@@ -8,11 +8,13 @@ from typing import Any
 
 
 def echo(config: dict[str, Any]) -> dict[str, Any]:
-    """Returns its config, the process's thread setting, rank and allocator tunables."""
+    """Returns its config, the process's thread setting, rank, allocator tunables and parent
+    (the warm process, when one forked it)."""
     import torch
 
     return {"config": config, "threads": torch.get_num_threads(), "rank": int(os.environ.get("RANK", "0")),
-            "world_size": int(os.environ.get("WORLD_SIZE", "1")), "glibc_tunables": os.environ.get("GLIBC_TUNABLES")}
+            "world_size": int(os.environ.get("WORLD_SIZE", "1")), "glibc_tunables": os.environ.get("GLIBC_TUNABLES"),
+            "ppid": os.getppid(), "session": os.getsid(0) == os.getpid(), "env_probe": os.environ.get("PROBE_VAR")}
 
 
 def sleep(config: dict[str, Any]) -> dict[str, Any]:

@@ -82,6 +82,9 @@ def capture_env() -> dict[str, Any]:
         "libraries": library_versions(),
         "gpus": nvidia_smi(),
         "malloc": allocator_setting(),
+        # how the measured process began: forked from a warm process that had imported torch
+        # (launch/warm.py, the suites), or a fresh interpreter
+        "launch": "forked from a warm process" if os.environ.get("LLMDISSECT_LAUNCH") == "warm" else "fresh process",
         "command": " ".join(sys.argv),
     }
 

@@ -78,7 +78,9 @@ def run_quick(db: Path | None, only: list[str] | None = None) -> int:
         steps = [s for s in steps if s.name in only]
     failures: list[tuple[str, str]] = []
     timings: list[tuple[str, float, str]] = []
-    with open_store(db_path) as store, Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+    from llmdissect.launch.warm import warm_children
+
+    with warm_children(), open_store(db_path) as store, Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                                                 TextColumn("{task.completed}/{task.total} steps"),
                                                 TimeElapsedColumn(), console=Console(stderr=True)) as progress:
         ctx = QuickContext(store=store, db_path=db_path, log=lambda m: progress.console.print(m))

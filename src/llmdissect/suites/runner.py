@@ -7,6 +7,7 @@ included) and started again runs every point exactly once.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,7 +140,11 @@ def execute(plan: Plan, opts: RunOptions, store_path: Path | None, on_record=Non
                TextColumn("points, {task.fields[failed]} failed, elapsed"), TimeElapsedColumn(),
                TextColumn("left"), TimeRemainingColumn())
     sink = RecordSink(store_path, opts.records_dir)
-    with sink, Progress(*columns, console=err_console) as progress:
+    from llmdissect.launch.warm import warm_children
+
+    # several points: each child forked from one process that imported torch once
+    warm = warm_children() if len(todo) > 1 else contextlib.nullcontext()
+    with warm, sink, Progress(*columns, console=err_console) as progress:
         task = progress.add_task(f"suite {plan.suite.name}", total=len(plan.items), completed=done_before,
                                  failed=failed)
         for planned in todo:

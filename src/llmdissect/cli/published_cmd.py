@@ -9,7 +9,7 @@ def run_published(category: Optional[str], db: Path, json_out: bool, detail: boo
     from llmdissect.published.check import published_record
     from llmdissect.results.store import check_writable, open_store
 
-    check_writable(db)
+    db = check_writable(db)  # the default store when none was named
     record, outcomes = published_record(category)
     summary = record.metrics["summary"]
     with open_store(db) as store:

@@ -1,4 +1,5 @@
-"""The quick suite: what `make run` does on this machine, under 5 minutes on 2 CPU cores.
+"""The quick suite: what `make run` does on this machine, about a minute on 2 quiet CPU cores
+(its children are forked from one warm process: launch/warm.py).
 
 Steps come from modules listed in QUICK_STEP_MODULES; each has `quick_steps()` returning
 QuickStep objects, so a workload adds itself to the suite without touching this file's logic.

@@ -2,8 +2,9 @@
 
 fp32 at (batch 1, prompt 32), (batch 1, prompt 128) and (batch 4, prompt 128), plus one
 quantized variant (int8 weight-only, batch 1, prompt 128); 16 output tokens each, one
-warm-up and two timed calls. Each point runs in its own child process like `bench infer`
-(a fresh import of transformers costs most of each point's ~10 s on 2 quiet cores).
+warm-up and two timed calls. Each point runs in its own child process like `bench infer`,
+forked from the suite's warm process (a fresh import of transformers would cost 3-4 s of
+each point's ~5 s on 2 quiet cores).
 """
 from __future__ import annotations
 

@@ -23,6 +23,8 @@ def comm(
                                                 "seconds (steadier medians for small sizes); 0: exactly --iters."),
     max_iters: Optional[int] = typer.Option(None, help="The most timed iterations --min-time-s may reach "
                                                        "(default 5 x --iters)."),
+    passes: int = typer.Option(1, help="Sweep the sizes this many times, each with 1/passes of the calls, and "
+                                       "take each size's median over all (steadier on a shared machine)."),
     backend: Optional[str] = typer.Option(None, help="gloo | nccl (default: nccl where CUDA is available)."),
     nnodes: int = typer.Option(1, help="Nodes (run the same command on each)."),
     node_rank: int = typer.Option(0, help="This node's rank (the node that gets global rank 0 reports the rows)."),
@@ -43,7 +45,8 @@ def comm(
     from llmdissect.results.store import check_writable
 
     req = parse_config(CommRequest, ops=ops, min_bytes=min_bytes, max_bytes=max_bytes, factor=factor, dtype=dtype,
-                       iters=iters, warmup=warmup, min_time_s=min_time_s, max_iters=max_iters, backend=backend,
+                       iters=iters, warmup=warmup, min_time_s=min_time_s, max_iters=max_iters, passes=passes,
+                       backend=backend,
                        nproc=nproc, nnodes=nnodes, node_rank=node_rank,
                        rdzv_endpoint=rdzv_endpoint, timeout_s=timeout_s,
                        hooks={"check_offset": check_offset, "die_rank": die_rank, "hang_rank": hang_rank})
@@ -55,9 +58,10 @@ def comm(
 
 
 def _iterations(c: dict) -> str:
+    over = f" over {c['passes']} passes" if c.get("passes", 1) > 1 else ""
     if c.get("min_time_s"):
-        return f"{c['iters']}-{c['max_iters']} iterations (until {c['min_time_s']:g} s per size)"
-    return f"{c['iters']} iterations"
+        return f"{c['iters']}-{c['max_iters']} iterations (until {c['min_time_s']:g} s per size){over}"
+    return f"{c['iters']} iterations{over}"
 
 
 def show(record, profile_path=None) -> None:

@@ -13,6 +13,9 @@ Each rank, for every operator, size and placement (docs/metrics.md, "Collectives
 
 Config keys: `backend` (gloo | nccl), `ops`, `sizes` (bytes), `dtype`, `iters`, `warmup`,
 `min_time_s` and `max_iters` (more timed calls for short sizes, see `_timed_iters`),
+`passes` (sweep every row this many times, each with 1/passes of its timed calls and
+`min_time_s`, and fold each row's calls into one median: a stretch that another process
+slowed then touches a third of a row's calls, not all of them, see `_fold`),
 `seed`, `collective_timeout_s`, `progress_path` (rank 0 writes {"done", "total", "current"}).
 Test hooks (documented so tests can prove the checks work; never set by users):
 `check_offset` is added to every expected value, so a correct collective must be reported
@@ -72,19 +75,52 @@ def _sweep(config: dict[str, Any], device: str) -> list[dict[str, Any]]:
     timer = Timer(device)
     plan = [(op, size, placement) for op in config["ops"] for size in config["sizes"]
             for placement in OPS[op].placements]
-    rows: list[dict[str, Any]] = []
-    for i, (op, size, placement) in enumerate(plan):
-        if i == int(config.get("die_after_rows", 1)):
-            if config.get("die_rank") == rank:
-                os._exit(DIE_EXIT_CODE)  # test hook: a rank lost mid-run
-            if config.get("hang_rank") == rank:
-                time.sleep(10**6)  # test hook: a rank stuck mid-run
-        if rank == 0:
-            _progress(config, i, len(plan), f"{op} {placement} {size} B")
-        rows.append(_measure(op, placement, size, config, device, timer, seed=int(config.get("seed", 0)) + i))
+    passes = max(1, int(config.get("passes", 1)))
+    by_pass: list[list[dict[str, Any]]] = []
+    for p in range(passes):
+        cfg = config if passes == 1 else _pass_config(config, passes, first=p == 0)
+        rows: list[dict[str, Any]] = []
+        for i, (op, size, placement) in enumerate(plan):
+            if i == int(config.get("die_after_rows", 1)) and p == 0:
+                if config.get("die_rank") == rank:
+                    os._exit(DIE_EXIT_CODE)  # test hook: a rank lost mid-run
+                if config.get("hang_rank") == rank:
+                    time.sleep(10**6)  # test hook: a rank stuck mid-run
+            if rank == 0:
+                _progress(config, p * len(plan) + i, passes * len(plan), f"{op} {placement} {size} B")
+            rows.append(_measure(op, placement, size, cfg, device, timer, seed=int(config.get("seed", 0)) + i))
+        by_pass.append(rows)
     if rank == 0:
-        _progress(config, len(plan), len(plan), "done")
-    return rows
+        _progress(config, passes * len(plan), passes * len(plan), "done")
+    return by_pass[0] if passes == 1 else [_fold([rows[i] for rows in by_pass]) for i in range(len(plan))]
+
+
+def _pass_config(config: dict[str, Any], passes: int, first: bool) -> dict[str, Any]:
+    """One of `passes` sweeps: its share of the timed calls and of `min_time_s`; the full
+    warm-up before the first sweep only (the later ones repeat one call to set their count)."""
+    import math
+
+    return {**config, "iters": math.ceil(int(config.get("iters", 20)) / passes),
+            "max_iters": math.ceil(int(config.get("max_iters", config.get("iters", 20))) / passes),
+            "min_time_s": float(config.get("min_time_s", 0.0)) / passes,
+            "warmup": int(config.get("warmup", 5)) if first else min(1, int(config.get("warmup", 5)))}
+
+
+def _fold(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row from the same row of every pass: all their timed calls (the slowest rank's
+    each), their median, and the bandwidths from it; the first call is the first pass's."""
+    from llmdissect.measure import Stats
+
+    samples = [t for r in rows for t in r.pop("_samples")]
+    row = dict(rows[0])
+    stats = Stats.of(samples)
+    row[mn.TIME_S] = stats.to_dict()
+    row[mn.ALGBW_BYTES_PER_S] = algbw_bytes_per_s(row[mn.SIZE_BYTES], stats.median)
+    row[mn.BUSBW_BYTES_PER_S] = row[mn.ALGBW_BYTES_PER_S] * row["busbw_factor"]
+    row["rank_median_time_s"] = [statistics.median(r["rank_median_time_s"][k] for r in rows)
+                                 for k in range(len(row["rank_median_time_s"]))]
+    row["passes"] = len(rows)
+    return row
 
 
 def _progress(config: dict[str, Any], done: int, total: int, current: str) -> None:
@@ -138,7 +174,8 @@ def _measure(op: str, placement: str, size: int, config: dict[str, Any], device:
             mn.BUSBW_BYTES_PER_S: algbw_bytes_per_s(count * elem, stats.median) * spec.busbw_factor(n),
             "busbw_factor": spec.busbw_factor(n), mn.WRONG: 0,
             "first_call_s": float(every[:, 0, 0].max()) if warmup else None,
-            "rank_median_time_s": [statistics.median(every[r, 0, warmup:].tolist()) for r in range(n)]}
+            "rank_median_time_s": [statistics.median(every[r, 0, warmup:].tolist()) for r in range(n)],
+            **({"_samples": slowest} if int(config.get("passes", 1)) > 1 else {})}
 
 
 def _timed_iters(config: dict[str, Any], last_warmup_s: float, device: str) -> int:

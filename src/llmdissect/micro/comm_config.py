@@ -38,6 +38,9 @@ class CommRequest(BaseModel):
     the last warm-up call), at most `max_iters`; 0 keeps exactly `iters` (nccl-tests' way)."""
     max_iters: Optional[int] = None
     """The most timed iterations `min_time_s` may reach (None: 5 x iters)."""
+    passes: int = 1
+    """Sweep every size this many times, each with 1/passes of the timed calls, and take each
+    size's median over all of them: steadier rows on a machine that others share."""
     backend: Optional[str] = None
     """gloo | nccl; None: nccl where CUDA is available, else gloo."""
     nproc: int = 2

@@ -38,6 +38,8 @@ def build_config(req: CommRequest) -> dict[str, Any]:
     if req.min_time_s < 0 or max_iters < req.iters:
         raise UserError(f"bad --min-time-s {req.min_time_s:g} / --max-iters {max_iters}: need min-time-s >= 0 "
                         f"and max-iters >= --iters ({req.iters})")
+    if req.passes < 1:
+        raise UserError(f"bad --passes {req.passes}: must be 1 or more")
     if req.min_time_s > 0 and req.warmup < 1:
         raise UserError("--min-time-s needs --warmup 1 or more: the last warm-up call sets how many calls to time")
     if req.nproc < 1 or req.nnodes < 1 or not 0 <= req.node_rank < req.nnodes:
@@ -60,7 +62,7 @@ def build_config(req: CommRequest) -> dict[str, Any]:
     config = {"hardware": hardware, "backend": backend, "nproc": req.nproc, "nnodes": req.nnodes,
               "world_size": world, "ops": ops, "min_bytes": lo, "max_bytes": hi, "factor": req.factor,
               "dtype": req.dtype, "iters": req.iters, "warmup": req.warmup,
-              "min_time_s": req.min_time_s, "max_iters": max_iters}
+              "min_time_s": req.min_time_s, "max_iters": max_iters, "passes": req.passes}
     config.update({k: v for k, v in req.hooks.items() if k in HOOKS and v is not None})
     return config
 

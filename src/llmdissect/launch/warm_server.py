@@ -110,6 +110,11 @@ def serve(preload: tuple[str, ...] = PRELOAD) -> None:
 
     quiet_libraries()
     out = sys.stdout
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():  # a forked child could not use CUDA
+        out.write(json.dumps({"ready": False, "why": "CUDA was initialised by an import"}) + "\n")
+        out.flush()
+        return
     out.write(json.dumps({"ready": True, "preloaded": loaded}) + "\n")
     out.flush()
     for line in sys.stdin:

@@ -13,7 +13,8 @@ from llmdissect.results import open_store
 HELD = {"infer": {"median_abs_error": 0.046, "within_1.25x": 0.833},
         "pretrain": {"median_abs_error": 0.034, "within_1.25x": 1.0}}
 OVERALL = {"median_abs_error": 0.043, "within_1.25x": 0.9}
-APPROXIMATE = {"median_abs_error": 0.145, "within_1.25x": 0.597}
+# LoRA's adapters priced at their roofline took torchtune's compiled QLoRA 4090 row from 0.83x to 0.73x
+APPROXIMATE = {"median_abs_error": 0.145, "within_1.25x": 0.587}
 
 
 def test_every_shipped_point_has_its_source_and_loads():

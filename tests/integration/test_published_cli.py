@@ -9,12 +9,14 @@ from llmdissect.results import open_store
 
 # The shipped set's figures on the exactly expressed points (docs/published.md); a change to
 # perfmodel/ or to the set that makes either worse fails here. Raise them as the model improves.
-# (finetune has no exactly expressed point: torchtune's table gives the sequence length as a cap.)
+# finetune has one exactly expressed point (NeMo AutoModel's Llama 3.1 8B LoRA row, 1.14x); torchtune's
+# tables give the sequence length as a cap or run torch.compile, and NeMo AutoModel's 70B rows run an
+# interleaved pipeline or torch.compile, so theirs are approximate.
 HELD = {"infer": {"median_abs_error": 0.046, "within_1.25x": 0.833},
-        "pretrain": {"median_abs_error": 0.034, "within_1.25x": 1.0}}
-OVERALL = {"median_abs_error": 0.043, "within_1.25x": 0.9}
-# LoRA's adapters priced at their roofline took torchtune's compiled QLoRA 4090 row from 0.83x to 0.73x
-APPROXIMATE = {"median_abs_error": 0.145, "within_1.25x": 0.587}
+        "pretrain": {"median_abs_error": 0.034, "within_1.25x": 1.0},
+        "finetune": {"median_abs_error": 0.141, "within_1.25x": 1.0}}
+OVERALL = {"median_abs_error": 0.046, "within_1.25x": 0.903}
+APPROXIMATE = {"median_abs_error": 0.149, "within_1.25x": 0.578}
 
 
 def test_every_shipped_point_has_its_source_and_loads():

@@ -9,11 +9,17 @@ from llmdissect.results import open_store
 
 # The shipped set's figures on the exactly expressed points (docs/published.md); a change to
 # perfmodel/ or to the set that makes either worse fails here. Raise them as the model improves.
-# (finetune has no exactly expressed point: torchtune's table gives the sequence length as a cap.)
+# finetune has one exactly expressed point (NeMo AutoModel's Llama 3.1 8B LoRA row, 1.14x); torchtune's
+# tables give the sequence length as a cap or run torch.compile, and NeMo AutoModel's 70B rows run an
+# interleaved pipeline or torch.compile, and the DGX Cloud recipe's rows pack SQuAD, so theirs are
+# approximate. (The approximate share within 1.25x was 0.597 before LoRA's adapters were priced at their
+# roofline, which moved torchtune's compiled single-GPU QLoRA row out of the band, and before the 2026-12-04
+# fine-tuning points, four of them outside it.)
 HELD = {"infer": {"median_abs_error": 0.046, "within_1.25x": 0.833},
-        "pretrain": {"median_abs_error": 0.034, "within_1.25x": 1.0}}
-OVERALL = {"median_abs_error": 0.043, "within_1.25x": 0.9}
-APPROXIMATE = {"median_abs_error": 0.145, "within_1.25x": 0.597}
+        "pretrain": {"median_abs_error": 0.034, "within_1.25x": 1.0},
+        "finetune": {"median_abs_error": 0.141, "within_1.25x": 1.0}}
+OVERALL = {"median_abs_error": 0.046, "within_1.25x": 0.903}
+APPROXIMATE = {"median_abs_error": 0.145, "within_1.25x": 0.584}
 
 
 def test_every_shipped_point_has_its_source_and_loads():

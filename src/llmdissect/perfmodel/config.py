@@ -11,6 +11,7 @@ from llmdissect.perfmodel.activations import ATTNS, RECOMPUTES
 from llmdissect.perfmodel.defaults import OPTIMIZERS
 from llmdissect.perfmodel.kvcache import CACHES
 from llmdissect.perfmodel.moe import check_expert_parallel
+from llmdissect.perfmodel.op_costs import LORA_DROPOUTS
 from llmdissect.perfmodel.states import OFFLOADS, PRECISIONS
 from llmdissect.perfmodel.weights import LORA_TARGETS_DEFAULT, check_quant
 from llmdissect.specs.hardware import Platform
@@ -105,6 +106,8 @@ class TrainSetup:
     optimizer: str = "adamw"
     lora_rank: int = 0
     lora_targets: tuple[str, ...] = LORA_TARGETS_DEFAULT
+    lora_dropout: str = "none"
+    """none | input | output: where the adapters' dropout acts (op_costs.LORA_DROPOUTS)."""
     quant: str = "none"
     engine_name: str = "auto"
     """The engine that runs the step (bench pretrain's --engine): auto picks as it does."""
@@ -134,6 +137,9 @@ class TrainSetup:
             raise UserError("--offload params needs --zero 3 (ZeRO-Infinity offloads partitioned parameters)")
         if self.lora_rank < 0:
             raise UserError(f"--lora-rank must be 0 (no LoRA) or positive, got {self.lora_rank}")
+        _choice("lora-dropout", self.lora_dropout, LORA_DROPOUTS)
+        if self.lora_dropout != "none" and not self.lora_rank:
+            raise UserError("--lora-dropout acts on LoRA's adapters: give --lora-rank")
         quant = check_quant(self.quant)
         object.__setattr__(self, "quant", quant)
         if self.kind == mn.PRETRAIN and (self.lora_rank or quant != "none"):
@@ -188,6 +194,8 @@ class TrainSetup:
              "pp": self.pp, "method": self.method, "quant": self.quant, "kind_estimated": self.kind}
         if self.lora_rank:
             c.update(lora_rank=self.lora_rank, lora_targets=",".join(self.lora_targets))
+            if self.lora_dropout != "none":  # measured runs have none: only a departure is a key
+                c["lora_dropout"] = self.lora_dropout
         if self.ep > 1:
             c["ep"] = self.ep
         if self.precision != "mixed":  # measured runs are mixed (autocast): only a departure is a key

@@ -16,6 +16,7 @@ from llmdissect.perfmodel.activations import RECOMPUTE_LEVEL
 from llmdissect.perfmodel.ceilings import Machine
 from llmdissect.perfmodel.config import InferSetup, TrainSetup
 from llmdissect.perfmodel.infermodel import infer_memory, infer_time
+from llmdissect.perfmodel.op_costs import LORA_DROPOUTS
 from llmdissect.perfmodel.trainmodel import train_memory, train_time
 
 OFFLOAD_LEVEL = {"none": 0, "optimizer": 1, "params": 2}
@@ -85,8 +86,10 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
                                "data_parallel": setup.dp}
     notes = _common_notes(mach)
     if mach.ceilings is not None:
+        targets = wt.resolve_lora_targets(m, setup.lora_targets) if lora else ()
         t = train_time(m, mach, layer_weight_bytes=layer_bytes, sharded_calls=setup.sharded_calls,
-                       flat=int(setup.flat_optimizer), **kw)
+                       flat=int(setup.flat_optimizer), lora_rank=setup.lora_rank, lora_targets=targets,
+                       lora_dropout=LORA_DROPOUTS.index(setup.lora_dropout), **kw)
         metrics["comm_total_s"] = float(t.pop("comm_total_s"))
         metrics.update(_plain(t))
     else:

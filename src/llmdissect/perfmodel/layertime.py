@@ -16,7 +16,8 @@ Scalars or numpy arrays throughout.
 from __future__ import annotations
 
 from llmdissect.perfmodel import op_costs as opc
-from llmdissect.perfmodel.roofline import Ceilings, attention_time_s, gemm_time_s, memory_time_s
+from llmdissect.perfmodel import weights as wt
+from llmdissect.perfmodel.roofline import Ceilings, attention_time_s, gemm_time_s, memory_time_s, op_time_s
 from llmdissect.specs.models import ModelSpec
 
 
@@ -124,6 +125,25 @@ def layer_op_recompute_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_
     kernels = (gemms + layer_elementwise_time_s(c, m, tokens, e, tp)
                + eager * layer_attention_time_s(c, m, b, s, e, eager, tp))
     return launch_bound(c, kernels, ops)
+
+
+ROW_PARALLEL = ("o_proj", "down_proj")
+"""The projections whose input, not output, tensor parallelism splits."""
+
+
+def layer_adapter_time_s(c: Ceilings, m: ModelSpec, tokens, e, rank, targets, dropout=0, tp=1, passes="fwd"):
+    """One layer's LoRA adapter paths (op_costs.lora_adapter), one per resolved target in
+    `targets`, each at its roofline: rank-r products move [T, k] and [T, n] activations for
+    few FLOPs, so they run at the memory bandwidth. Under TP a column-parallel projection
+    keeps its whole input and 1/tp of its output, a row-parallel one (o, down) the reverse."""
+    shapes = wt.layer_linear_shapes(m, moe_layer=False)
+    total = 0.0
+    for t in targets:
+        n, k = shapes[t]
+        k, n = (k / tp, n) if t in ROW_PARALLEL else (k, n / tp)
+        cost = opc.lora_adapter(tokens, k, n, rank, e, passes, dropout)
+        total = total + op_time_s(cost.flops, cost.bytes, c.gemm_flops_per_s(), c.bytes_per_s())
+    return total
 
 
 def launch_bound(c: Ceilings, kernels_s, ops):

@@ -90,6 +90,42 @@ def linear(T: int, k: int, n: int, e: float, passes: str = "fwd") -> Cost:
     return Cost(linear_flops(T, k, n, passes), linear_io_bytes(T, k, n, e, passes) + weight)
 
 
+LORA_DROPOUTS = ("none", "input", "output")
+"""Where a LoRA adapter's dropout acts: nowhere, on its input X [T, k] (PEFT's lora.Linear:
+`lora_B(lora_A(dropout(x)))`), or on its output [T, n] (NeMo AutoModel's LinearLoRA, whose
+default dropout_position is "post")."""
+DROPOUT_MASK_BYTES = 1  # the bool mask torch's native dropout keeps for backward
+
+
+def lora_adapter(T, k, n, r, e, passes: str = "fwd", dropout=0) -> Cost:
+    """The adapter path of one LoRA linear beside its frozen base, y = x W^T + s (x A^T) B^T
+    (Hu et al., arXiv 2106.09685), run as separate operators, as PEFT's lora.Linear.forward
+    and NeMo AutoModel's LinearLoRA.forward run it (nemo_automodel/components/_peft/lora.py).
+    Its products have rank r, so the path moves the base's activations without their FLOPs:
+
+    - fwd: X A^T reads X [T, k] and writes H [T, r]; the scale reads and writes H; H B^T reads
+      it and writes the adapter's output [T, n]; the sum with the base's output reads both
+      and writes Y.
+    - bwd: the sum's gradient flows to both paths as is; dY is read twice (dB = dY^T H and
+      dH = dY B), X once (dA = dH^T X); the adapter's share of dX is written [T, k] and
+      summed with the base's dX (read both, write one).
+    - `dropout` (index into LORA_DROPOUTS) 1 on the input, 2 on the output: each pass reads
+      and writes that tensor and the 1-byte mask.
+
+    FLOPs 2 T r (k + n) forward, twice that backward; bytes include A and B (and their
+    gradients in backward)."""
+    bwd = _bwd(passes)
+    rank_io = e * T * r * (6 if bwd else 4)  # H and dH: fwd write, scale, read; bwd dB, dH, scale, dA, dX
+    weights = (2 if bwd else 1) * e * r * (k + n)
+    if bwd:
+        io = 2 * e * T * n + e * T * k + e * T * k + 3 * e * T * k  # dY twice; X; dX's share; the sum
+    else:
+        io = e * T * k + e * T * n + 3 * e * T * n  # X; the adapter's output; the sum
+    width = (dropout == 1) * k + (dropout == 2) * n
+    drop = (2 * e + DROPOUT_MASK_BYTES) * T * width
+    return Cost(_times(passes) * 2 * T * r * (k + n), io + rank_io + weights + drop)
+
+
 # ---- attention -----------------------------------------------------------------------
 
 def attention_pairs(s, causal=1):

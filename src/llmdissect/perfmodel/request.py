@@ -20,7 +20,7 @@ KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER, mn.SERVE)
 ANALYTICAL_KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER)
 """What run_estimate answers with the closed-form model (a suite's `estimate` entries)."""
 TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp", "ep", "lora_rank",
-              "optimizer", "precision", "engine")
+              "lora_dropout", "optimizer", "precision", "engine")
 INFER_ONLY = ("batch", "cache")
 LENGTHS = ("input_len", "output_len")
 SERVE_ONLY = ("profile", "max_num_seqs", "max_batched_tokens", "block_size", "num_blocks", "prefix_caching",
@@ -81,6 +81,8 @@ class EstimateRequest(BaseModel):
     """LoRA rank (finetune; 0 = full fine-tuning)."""
     lora_targets: Optional[str] = None
     """Modules with adapters [q_proj,k_proj,v_proj,o_proj] or 'all' (finetune)."""
+    lora_dropout: Optional[str] = None
+    """none | input | output [none]: where the adapters' dropout acts (finetune)."""
     quant: str = "none"
     """none | int8 | int8-bnb | nf4 | ...: the QLoRA base, or the inference weights."""
     batch: Optional[int] = None
@@ -174,7 +176,8 @@ def estimate_for(request: EstimateRequest, model, profile: dict[str, Any], expli
                        seq=r.seq or min(2048, model.max_position_embeddings), grad_accum=r.grad_accum or 1,
                        zero=r.zero if r.zero is not None else 0, offload=r.offload or "none",
                        recompute=r.recompute or "none", pp=r.pp or 1, ep=r.ep or 1, optimizer=r.optimizer or "adamw",
-                       lora_rank=r.lora_rank or 0, lora_targets=targets, engine_name=r.engine or "auto",
+                       lora_rank=r.lora_rank or 0, lora_targets=targets, lora_dropout=r.lora_dropout or "none",
+                       engine_name=r.engine or "auto",
                        precision=r.precision or "mixed", **common)
     return estimate_train(setup, machine)
 

@@ -21,6 +21,7 @@ from llmdissect.perfmodel.ceilings import Machine
 from llmdissect.perfmodel.layertime import (
     head_forward_time_s,
     launch_bound,
+    layer_adapter_time_s,
     layer_attention_time_s,
     layer_kernels_time_s,
     layer_op_recompute_time_s,
@@ -68,26 +69,36 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
 
 def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
                optimizer, lora, lora_params, frozen_weight_bytes, layer_weight_bytes, sharded_calls=1, flat=0,
-               pure=0, ep=1):
+               pure=0, ep=1, lora_rank=0, lora_targets=(), lora_dropout=0):
     """Per-step times (s), throughput and MFU; needs `mach.ceilings`. `layer_weight_bytes`
     is one decoder layer's weights as stored (quantized under QLoRA); `sharded_calls` how many
     collectives a sharded (ZeRO-2/3) pass splits its traffic into (one per wrapped layer
     for FSDP; config.TrainSetup.sharded_calls); `flat` 1 where the optimizer steps one flat
-    partition and copies it back into the parameters (DeepSpeed ZeRO, TrainSetup.flat_optimizer)."""
+    partition and copies it back into the parameters (DeepSpeed ZeRO, TrainSetup.flat_optimizer).
+    LoRA's adapters (`lora_rank`, resolved `lora_targets`, `lora_dropout` an index into
+    op_costs.LORA_DROPOUTS) run beside the frozen layers in every pass at their roofline
+    (layertime.layer_adapter_time_s); with no targets given, at their FLOPs alone."""
     c, net = mach.ceilings, mach.network
     layers = m.num_layers / pp
     tokens = b * s
     t_kernels = layer_kernels_time_s(c, m, b, s, e, eager, layer_weight_bytes, tp)
     t_layer = launch_bound(c, t_kernels, len(opc.LAYER_FORWARD_OPS))
     t_head = head_forward_time_s(c, m, tokens, e, tp)
-    fwd = layers * t_layer + t_head
+    if len(lora_targets):
+        adapter_fwd = lora * layers * layer_adapter_time_s(c, m, tokens, e, lora_rank, lora_targets, lora_dropout, tp)
+        adapter_bwd = lora * layers * layer_adapter_time_s(c, m, tokens, e, lora_rank, lora_targets, lora_dropout, tp,
+                                                            "bwd")
+    else:
+        adapter_fwd = 0.0
+        adapter_bwd = lora * 6 * tokens * lora_params / shard_div(tp, pp) / (c.peak_flops_per_s * c.efficiency["gemm"])
+    fwd = layers * t_layer + t_head + adapter_fwd
     # backward: activation gradients (1x forward) + weight gradients (1x) unless the base is frozen
-    t_adapters = lora * 6 * tokens * lora_params / shard_div(tp, pp) / (c.peak_flops_per_s * c.efficiency["gemm"])
     # each operator's backward is one autograd node: it pays the fixed cost once, not twice
     bwd = layers * launch_bound(c, (2 - lora) * t_kernels, len(opc.LAYER_FORWARD_OPS)) + (2 - lora) * t_head \
-        + t_adapters
+        + adapter_bwd
     # selective recomputation redoes only the attention core; "op" the GEMMs it did not save
-    recompute = (rc == 2) * layers * t_layer + (rc == 1) * layers * layer_attention_time_s(c, m, b, s, e, eager, tp) \
+    recompute = (rc == 2) * (layers * t_layer + adapter_fwd) \
+        + (rc == 1) * layers * layer_attention_time_s(c, m, b, s, e, eager, tp) \
         + (rc == 3) * layers * layer_op_recompute_time_s(c, m, b, s, e, eager, layer_weight_bytes, tp)
     act_bytes = tokens * m.hidden_size * e
     tp_comm = comm.tensor_parallel_comm_s(net, act_bytes, tp, layers, 2 + (rc == 2))

@@ -57,7 +57,7 @@ def test_comm_bounds_are_those_build_config_enforces():
     from llmdissect.micro.comm_launch import build_config
 
     whole = [k for k, o in kind_options("comm").items() if o.types == INT]
-    assert whole == ["iters", "warmup", "max_iters", "nproc"]
+    assert whole == ["iters", "warmup", "max_iters", "passes", "nproc"]
     for name in whole:
         req = CommRequest(**{name: 0})
         if name in kinds.COMM_POSITIVE:

@@ -42,7 +42,7 @@ COMM_EXCLUDED = ("nnodes", "node_rank", "rdzv_endpoint", "timeout_s", "hooks")
 """One node per suite point; its time limit is the entry's `timeout`; hooks are for tests."""
 COMM_TYPES = {"min_bytes": SIZE, "max_bytes": SIZE}
 """Sizes may be written as numbers of bytes (1024) or as text ("1K")."""
-COMM_POSITIVE = ("iters", "max_iters", "nproc")
+COMM_POSITIVE = ("iters", "max_iters", "passes", "nproc")
 """Whole numbers that must be at least 1: CommRequest takes options as typed, and these are
 the bounds `comm_launch.build_config` enforces (tests/unit/test_suite_kinds.py checks they agree)."""
 

@@ -140,3 +140,40 @@ def test_a_cpu_server_of_one_thread_gets_its_share_of_the_peak_and_the_one_threa
     two = _cpu_threads_machine(mach, profile, 2, []).ceilings  # no measurement at 2 threads: the share
     assert two.peak_flops_per_s == pytest.approx(1e11) and two.memory_bandwidth_bytes_per_s == pytest.approx(2e10)
     assert _cpu_threads_machine(mach, profile, 4, []) is mach and "one thread" in notes[0]
+
+
+def test_a_trace_sets_each_requests_time_lengths_and_shared_blocks():
+    from llmdissect.analysis.serve_estimate import trace_requests
+    from llmdissect.workloads.serve.traces import TraceRow
+
+    rows = [TraceRow(10.0, 1200, 0, (1, 2, 3)), TraceRow(10.5, 1100, 7, (1, 2, 9)), TraceRow(12.0, 300, 5, (4,)),
+            TraceRow(13.0, 600, 4, (1, 5))]
+    reqs = trace_requests(rows, block_tokens=512, time_scale=2.0)
+    assert [q.arrival_s for q in reqs] == [0.0, 1.0, 4.0, 6.0]  # (t - first) x time scale
+    assert [(q.input_len, q.output_len) for q in reqs] == [(1200, 1), (1100, 7), (300, 5), (600, 4)]  # 0 sent as 1
+    # rows 1 and 2 share the run (1, 2): 1024 tokens; row 4 shares only block 1 with them; row 3 shares nothing
+    assert (reqs[0].prefix_id, reqs[0].prefix_len) == (reqs[1].prefix_id, 1024)
+    assert reqs[3].prefix_len == 512 and reqs[3].prefix_id not in (-1, reqs[0].prefix_id)
+    assert (reqs[2].prefix_id, reqs[2].prefix_len) == (-1, 0)
+
+
+def test_estimate_serve_replays_each_sample_trace_and_refuses_a_rate_beside_it(tmp_path):
+    from llmdissect.workloads.serve.traces import SAMPLE_FILES, read_trace
+
+    for fmt, path in SAMPLE_FILES.items():
+        _, rows = read_trace(path)
+        est = run_serve_estimate(estimate_request("serve", model="llama2-7b", hardware="a100", trace=str(path),
+                                                  time_scale=0.5))
+        assert est.config["trace_format_read"] == fmt and est.metrics["completed"] == len(rows)
+        assert est.metrics["send_offsets_s"] == [0.5 * (r.time_s - rows[0].time_s) for r in rows]
+        assert est.config["input_len"] == round(sum(max(1, r.input_len) for r in rows) / len(rows))
+    mooncake = SAMPLE_FILES["mooncake"]
+    assert run_serve_estimate(estimate_request("serve", model="llama2-7b", hardware="a100", trace=str(mooncake))
+                              ).metrics["engine"][mn.PREFIX_HIT_TOKENS] > 0
+    db = tmp_path / "r.db"
+    assert_user_error(run_cli("estimate", "serve", "--model", "llama2-7b", "--hardware", "a100", "--trace",
+                              str(mooncake), "--request-rate", "3", "--db", str(db)), "does not go with --request-rate")
+    assert_user_error(run_cli("estimate", "serve", "--model", "llama2-7b", "--hardware", "a100", "--trace",
+                              str(tmp_path / "missing.jsonl"), "--db", str(db)), "cannot read trace")
+    assert_user_error(run_cli("estimate", "infer", "--model", "llama2-7b", "--hardware", "a100", "--trace",
+                              str(mooncake), "--db", str(db)), "--trace does not apply to `estimate infer`")

@@ -3,7 +3,9 @@ with the metric names of `bench serve` (so `validate` pairs the two).
 
 The load is what `bench serve` would send: `num_prompts` requests of `input_len` prompt and
 `output_len` output tokens, sent at Poisson / gamma times (workloads.serve.arrivals, the same
-generator and seed) or replayed from a file, optionally closed-loop (`max_concurrency`).
+generator and seed) or replayed from a file, optionally closed-loop (`max_concurrency`); or a
+trace's requests (`trace`: their times, lengths and Mooncake's shared blocks, as
+`bench serve --trace` sends them; trace_requests).
 `replicas` engines each run the scheduler profile on gpus / replicas devices with `tp`,
 requests dealt to them in turn. Each request's token times come from perfmodel.servesim;
 the metrics are computed by the same code as a measured run's (workloads.serve.metrics),
@@ -34,6 +36,33 @@ def _offsets(r: EstimateRequest, n: int) -> list[float]:
         return offsets[:n]
     rate = math.inf if r.request_rate is None else float(r.request_rate)
     return gamma_offsets(n, rate, r.burstiness if r.burstiness is not None else 1.0, r.seed or 0)
+
+
+def trace_requests(rows: list, block_tokens: int, time_scale: float) -> list:
+    """SimRequests of trace rows (workloads.serve.traces): sent at the recorded times less the
+    first, times `time_scale`; a length of 0 counted as 1, as bench serve sends it. A request
+    shares with the others the longest run of leading hash ids that another request in the
+    trace also starts with (bench serve makes equal ids equal blocks of `block_tokens`
+    tokens): one prefix-cache entry per such run. Approximation: runs of different lengths
+    of one chain are separate entries, where an engine's block cache would share their
+    common blocks."""
+    from llmdissect.perfmodel.servesim import SimRequest
+    from llmdissect.workloads.serve.traces import trace_offsets
+
+    counts: dict[tuple, int] = {}
+    for row in rows:
+        for k in range(1, len(row.hash_ids) + 1):
+            counts[tuple(row.hash_ids[:k])] = counts.get(tuple(row.hash_ids[:k]), 0) + 1
+    ids: dict[tuple, int] = {}
+    out = []
+    for row, sent in zip(rows, trace_offsets(rows, time_scale), strict=True):
+        n_in, n_out = max(1, row.input_len), max(1, row.output_len)
+        shared = next((tuple(row.hash_ids[:k]) for k in range(len(row.hash_ids), 0, -1)
+                       if counts[tuple(row.hash_ids[:k])] > 1), ())
+        prefix_len = min(len(shared) * block_tokens, n_in)
+        prefix_id = ids.setdefault(shared, len(ids)) if shared and prefix_len else -1
+        out.append(SimRequest(sent, n_in, n_out, prefix_id, prefix_len if prefix_id >= 0 else 0))
+    return out
 
 
 def _profile(r: EstimateRequest, is_cpu: bool):
@@ -100,30 +129,44 @@ def run_serve_estimate(r: EstimateRequest, calibration=None, model=None,
     blocks = sched.num_blocks or kv_blocks_that_fit(m, mach, e, r.tp, weights, sched.block_size)
     if blocks <= 0:
         raise UserError(f"{m.name} does not fit on {platform.device.name} with --tp {r.tp}: no memory for a KV cache")
-    n = r.num_prompts or DEFAULT_PROMPTS
-    n_in, n_out = r.input_len or DEFAULT_INPUT_LEN, r.output_len or DEFAULT_OUTPUT_LEN
-    if n_in + n_out > m.max_position_embeddings:
-        raise UserError(f"--input-len {n_in} + --output-len {n_out} is longer than {m.name} allows "
-                        f"({m.max_position_embeddings} positions)")
+    trace_notes: dict[str, Any] = {}
+    if r.trace:
+        requests, trace_notes = _trace(r)
+        n = len(requests)
+        n_in = round(sum(q.input_len for q in requests) / n)
+        n_out = round(sum(q.output_len for q in requests) / n)
+        longest = max(q.input_len + q.output_len for q in requests)
+        if longest > m.max_position_embeddings:
+            raise UserError(f"trace {r.trace}: a request of {longest} tokens is longer than {m.name} allows "
+                            f"({m.max_position_embeddings} positions)")
+        offsets = [q.arrival_s for q in requests]
+    else:
+        n = r.num_prompts or DEFAULT_PROMPTS
+        n_in, n_out = r.input_len or DEFAULT_INPUT_LEN, r.output_len or DEFAULT_OUTPUT_LEN
+        if n_in + n_out > m.max_position_embeddings:
+            raise UserError(f"--input-len {n_in} + --output-len {n_out} is longer than {m.name} allows "
+                            f"({m.max_position_embeddings} positions)")
+        offsets = list(offsets[:n]) if offsets and len(offsets) >= n else _offsets(r, n)
+        requests = [SimRequest(offsets[i], n_in, n_out) for i in range(n)]
     slo = parse_slo(r.slo)
-    offsets = list(offsets[:n]) if offsets and len(offsets) >= n else _offsets(r, n)
     c = mach.ceilings
     engine_measured = sched.name == "transformers" and (c.serve_engine_step_s > 0 or c.serve_engine_seq_s > 0)
     step = IterationTime(m, mach, e, r.tp, wt.layer_read_bytes(m, quant, e), engine_measured)
     per_replica: list[list[int]] = [list(range(i, n, replicas)) for i in range(replicas)]
     sims = []
     for idx in per_replica:
-        reqs = [SimRequest(offsets[i], n_in, n_out) for i in idx]
+        reqs = [requests[i] for i in idx]
         cap = -(-r.max_concurrency // replicas) if r.max_concurrency else 0
         sims.append((idx, simulate(reqs, sched, blocks, step, max_concurrency=cap)))
-    metrics = _metrics(n, sims, n_in, n_out, slo)
+    metrics = _metrics(sims, requests, slo)
     metrics.update(_engine_metrics(sims, blocks))
     config = {"model": m.name, "hardware": platform.name, "dtype": dtype, "tp": r.tp, "replicas": replicas,
               "quant": quant, "profile": sched.to_dict(), "num_prompts": n, "input_len": n_in, "output_len": n_out,
-              "request_rate": "inf" if r.request_rate is None or math.isinf(r.request_rate) else r.request_rate,
+              "request_rate": None if r.trace else "inf" if r.request_rate is None or math.isinf(r.request_rate)
+              else r.request_rate,
               "burstiness": r.burstiness if r.burstiness is not None else 1.0,
               "max_concurrency": r.max_concurrency, "arrivals": r.arrivals, "seed": r.seed or 0, "slo": slo,
-              "kind_estimated": mn.SERVE}
+              **trace_notes, "kind_estimated": mn.SERVE}
     notes = [f"scheduler: {sched.name} ({sched.source})",
              f"KV cache: {blocks} blocks of {sched.block_size} tokens"
              + (" (the profile's)" if sched.num_blocks else " (what 90 % of the memory holds beside the weights)"),
@@ -136,20 +179,40 @@ def run_serve_estimate(r: EstimateRequest, calibration=None, model=None,
     return Estimate(mn.SERVE, config, metrics, notes)
 
 
-def _metrics(n: int, sims: list, n_in: int, n_out: int, slo: dict[str, float]) -> dict[str, Any]:
+def _trace(r: EstimateRequest) -> tuple[list, dict[str, Any]]:
+    """The trace's requests (its first `num_prompts` where given) and what the config says of it."""
+    from pathlib import Path
+
+    from llmdissect.workloads.serve.traces import MOONCAKE_BLOCK_TOKENS, read_trace, zero_lengths
+
+    clash = [o for o, on in (("--arrivals", r.arrivals), ("--request-rate", r.request_rate is not None),
+                             ("--input-len", r.input_len), ("--output-len", r.output_len)) if on]
+    if clash:
+        raise UserError(f"--trace sets the arrivals and the lengths; it does not go with {', '.join(clash)}")
+    fmt, rows = read_trace(Path(r.trace), r.trace_format or "auto")
+    rows = rows[:r.num_prompts] if r.num_prompts else rows
+    scale = 1.0 if r.time_scale is None else r.time_scale
+    block = r.trace_block_tokens or MOONCAKE_BLOCK_TOKENS
+    requests = trace_requests(rows, block, scale)
+    return requests, {"trace": r.trace, "trace_format_read": fmt, "trace_rows": len(rows), "time_scale": scale,
+                      "trace_block_tokens": block, "trace_zero_lengths_sent_as_1": zero_lengths(rows)}
+
+
+def _metrics(sims: list, requests: list, slo: dict[str, float]) -> dict[str, Any]:
     """bench serve's metrics (workloads.serve.metrics.summarize) of the simulated requests."""
     from llmdissect.workloads.serve.metrics import RequestResult, summarize
 
-    results: list[RequestResult] = [RequestResult(index=i) for i in range(n)]
+    results: list[RequestResult] = [RequestResult(index=i) for i in range(len(requests))]
     end = 0.0
     for idx, sim in sims:
         for j, i in enumerate(idx):
             sent, times = sim.send_s[j], sim.token_times[j]
             rel = [t - sent for t in times]
+            q = requests[i]
             results[i] = RequestResult(index=i, ok=True, send_offset_s=sent, ttft_s=rel[0], e2e_s=rel[-1],
-                                       chunk_times_s=rel, prompt_tokens=n_in, output_tokens=len(rel),
-                                       output_tokens_source="simulated", requested_output_len=n_out,
-                                       input_len=n_in)
+                                       chunk_times_s=rel, prompt_tokens=q.input_len, output_tokens=len(rel),
+                                       output_tokens_source="simulated", requested_output_len=q.output_len,
+                                       input_len=q.input_len)
             end = max(end, times[-1])
     out = summarize(results, end, slo)
     out.pop("output_lens", None)
@@ -185,13 +248,22 @@ def estimate_measured_serve(config: dict[str, Any], metrics: dict[str, Any] | No
         raise UserError("the record does not say which model, hardware and engine served it (config.served; "
                         "the quick suite's serve step writes it)")
     rate = config.get("request_rate")
+    trace = config.get("trace")
+    if trace:  # the trace sets the arrivals and the lengths
+        trace_opts = dict(trace=str(trace), trace_format=config.get("trace_format"),
+                          time_scale=config.get("time_scale"), trace_block_tokens=config.get("trace_block_tokens"))
+        config = {k: v for k, v in config.items() if k not in ("request_rate", "input_len", "output_len", "arrivals")}
+        rate = None
+    else:
+        trace_opts = {}
     request = estimate_request(
         mn.SERVE, model=served["model"], hardware=served["hardware"], dtype=served.get("dtype"),
         profile=served["engine"], max_num_seqs=served.get("max_num_seqs"),
         max_batched_tokens=served.get("max_batched_tokens"), block_size=served.get("block_size"),
         num_blocks=served.get("num_blocks"), num_prompts=config.get("num_prompts"),
         input_len=config.get("input_len"), output_len=config.get("output_len"),
-        request_rate=math.inf if rate in (None, "inf") else float(rate), burstiness=config.get("burstiness"),
+        request_rate=None if trace else math.inf if rate in (None, "inf") else float(rate),
+        burstiness=config.get("burstiness"), **trace_opts,
         max_concurrency=config.get("max_concurrency"), arrivals=config.get("arrivals"), seed=config.get("seed"),
         slo=",".join(f"{k.removesuffix('_s')}={v}" for k, v in (config.get("slo") or {}).items()) or None)
     sent = (metrics or {}).get("send_offsets_s")

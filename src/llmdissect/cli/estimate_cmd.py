@@ -74,6 +74,14 @@ def estimate(
                                            "stored record (serve)."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the arrivals (serve) [0]."),
     slo: Optional[str] = typer.Option(None, "--slo", help="SLOs for goodput, e.g. ttft=0.5,tpot=0.05 (serve)."),
+    trace: Optional[str] = typer.Option(None, "--trace", help="Replay a trace (Mooncake JSONL, Azure or BurstGPT "
+                                        "CSV): its times, lengths and shared blocks (serve)."),
+    trace_format: Optional[str] = typer.Option(None, "--trace-format", help="auto | mooncake | azure | burstgpt "
+                                               "(serve) [auto]."),
+    time_scale: Optional[float] = typer.Option(None, "--time-scale", help="Multiply the trace's gaps by this "
+                                               "(serve) [1]."),
+    trace_block_tokens: Optional[int] = typer.Option(None, "--trace-block-tokens", help="Prompt tokens per "
+                                                     "Mooncake hash id (serve) [512]."),
     calibration: Optional[Path] = typer.Option(None, "--calibration",
                                                help="Calibration profile (default: this machine's)."),
     store: bool = typer.Option(True, "--store/--no-store", help="Store the estimate in the results database."),
@@ -108,7 +116,9 @@ def show_serve_estimate(est, record_id: str | None) -> None:
     m, c, eng = est.metrics, est.config, est.metrics["engine"]
     console.print(f"Estimate: serve {c['model']} on {c['hardware']} ({c['dtype']}, tp {c['tp']}, "
                   f"{c['replicas']} replica(s), scheduler {c['profile']['name']}): {c['num_prompts']} requests of "
-                  f"{c['input_len']} + {c['output_len']} tokens at {c['request_rate']}/s")
+                  + (f"{c['input_len']} + {c['output_len']} tokens on average from the {c['trace_format_read']} "
+                     f"trace {c['trace']} (times x {c['time_scale']:g})" if c.get("trace") else
+                     f"{c['input_len']} + {c['output_len']} tokens at {c['request_rate']}/s"), markup=False)
     rows = [(key, *((human_seconds(s[q]) for q in ("mean", "median", "p90", "p99")) if (s := m.get(key)) else "-"))
             for key in (mn.TTFT_S, mn.TPOT_S, mn.ITL_S, mn.E2E_LATENCY_S)]
     console.print(table(None, ["metric", "mean", "median", "p90", "p99"], rows))

@@ -24,13 +24,14 @@ TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute"
 INFER_ONLY = ("batch", "cache")
 LENGTHS = ("input_len", "output_len")
 SERVE_ONLY = ("profile", "max_num_seqs", "max_batched_tokens", "block_size", "num_blocks", "prefix_caching",
-              "replicas", "num_prompts", "request_rate", "burstiness", "max_concurrency", "arrivals", "seed", "slo")
+              "replicas", "num_prompts", "request_rate", "burstiness", "max_concurrency", "arrivals", "seed", "slo",
+              "trace", "trace_format", "time_scale", "trace_block_tokens")
 NOT_FOR = {mn.PRETRAIN: INFER_ONLY + LENGTHS + SERVE_ONLY, mn.FINETUNE: INFER_ONLY + LENGTHS + SERVE_ONLY,
            mn.INFER: TRAIN_ONLY + SERVE_ONLY, mn.SERVE: TRAIN_ONLY + INFER_ONLY}
 """The options each kind refuses (one line, exit 2)."""
 POSITIVE = ("gpus", "tp", "pp", "ep", "micro_batch", "seq", "grad_accum", "batch", "input_len", "output_len",
             "max_num_seqs", "max_batched_tokens", "block_size", "num_blocks", "replicas", "num_prompts",
-            "max_concurrency")
+            "max_concurrency", "trace_block_tokens")
 
 
 class EstimateRequest(BaseModel):
@@ -122,6 +123,15 @@ class EstimateRequest(BaseModel):
     """Seed of the arrivals [0] (serve)."""
     slo: Optional[str] = None
     """Service-level objectives for goodput, e.g. ttft=0.5,tpot=0.05 (serve)."""
+    trace: Optional[str] = None
+    """Replay a trace file (Mooncake JSONL, Azure or BurstGPT CSV): its arrival times, lengths
+    and, for Mooncake, shared prompt blocks, as `bench serve --trace` sends them (serve)."""
+    trace_format: Optional[str] = None
+    """auto | mooncake | azure | burstgpt [auto] (serve)."""
+    time_scale: Optional[float] = None
+    """Multiply the trace's gaps by this [1] (serve)."""
+    trace_block_tokens: Optional[int] = None
+    """Prompt tokens per Mooncake hash id [512] (serve)."""
 
 
 def estimate_request(kind: str, **options: Any) -> EstimateRequest:

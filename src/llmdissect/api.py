@@ -25,7 +25,9 @@ def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, d
              prefix_caching: bool | None = None, replicas: int | None = None, num_prompts: int | None = None,
              request_rate: float | None = None, burstiness: float | None = None,
              max_concurrency: int | None = None, arrivals: str | None = None, seed: int | None = None,
-             slo: str | None = None, calibration: str | os.PathLike[str] | None = None, store: bool = True,
+             slo: str | None = None, trace: str | os.PathLike[str] | None = None,
+             trace_format: str | None = None, time_scale: float | None = None,
+             trace_block_tokens: int | None = None, calibration: str | os.PathLike[str] | None = None, store: bool = True,
              db: str | os.PathLike[str] | None = None) -> RunRecord:
     """Predict per-device memory, step time, throughput and MFU of a configuration (no run).
 
@@ -45,7 +47,8 @@ def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, d
             optimizer, precision, engine, lora_rank, lora_targets, lora_dropout, quant, batch, input_len,
             output_len, cache,
             profile, max_num_seqs, max_batched_tokens, block_size, num_blocks, prefix_caching, replicas,
-            num_prompts, request_rate, burstiness, max_concurrency, arrivals, seed, slo: the options of
+            num_prompts, request_rate, burstiness, max_concurrency, arrivals, seed, slo, trace,
+            trace_format, time_scale, trace_block_tokens: the options of
             `llmdissect estimate` (see `perfmodel.request.EstimateRequest`); an option of another
             kind (training-only for infer, and so on) is refused.
         calibration: a calibration profile (default: this machine's, when one was measured).
@@ -67,7 +70,9 @@ def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, d
                    max_batched_tokens=max_batched_tokens, block_size=block_size, num_blocks=num_blocks,
                    prefix_caching=prefix_caching, replicas=replicas, num_prompts=num_prompts,
                    request_rate=request_rate, burstiness=burstiness, max_concurrency=max_concurrency,
-                   arrivals=arrivals, seed=seed, slo=slo)
+                   arrivals=arrivals, seed=seed, slo=slo,
+                   trace=None if trace is None else os.fspath(trace), trace_format=trace_format,
+                   time_scale=time_scale, trace_block_tokens=trace_block_tokens)
     request = estimate_request(kind, model=model, hardware=hardware, **options)
     if request.kind == "serve":
         from llmdissect.analysis.serve_estimate import run_serve_estimate

@@ -27,8 +27,8 @@ def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, d
              max_concurrency: int | None = None, arrivals: str | None = None, seed: int | None = None,
              slo: str | None = None, trace: str | os.PathLike[str] | None = None,
              trace_format: str | None = None, time_scale: float | None = None,
-             trace_block_tokens: int | None = None, calibration: str | os.PathLike[str] | None = None, store: bool = True,
-             db: str | os.PathLike[str] | None = None) -> RunRecord:
+             trace_block_tokens: int | None = None, calibration: str | os.PathLike[str] | None = None,
+             store: bool = True, db: str | os.PathLike[str] | None = None) -> RunRecord:
     """Predict per-device memory, step time, throughput and MFU of a configuration (no run).
 
     The same as `llmdissect estimate KIND --model M --hardware H ... --json`: the options are

@@ -23,3 +23,18 @@ def test_a_rank_that_reported_its_own_failure_is_named_directly():
     tail = TORCHRUN_TAIL.replace("rank      : 2", "rank      : 1")
     result = _classify(None, 1, 3.0, tail, {1: "ValueError: bad shape"})
     assert result.error == "rank 1: ValueError: bad shape"
+
+
+def test_a_rank_killed_by_an_abort_says_what_it_printed_before_it():
+    tail = """terminate called after throwing an instance of 'gloo::IoException'
+  what():  [gloo/transport/tcp/pair.cc:534] Connection closed by peer
+E1205 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -6) local_rank: 1
+Root Cause (first observed failure):
+[0]:
+  rank      : 1 (local_rank: 1)
+  exitcode  : -6 (pid: 4064)  (SIGABRT)
+"""
+    result = _classify({"status": "ok", "result": {}}, 1, 3.0, tail, {})
+    assert result.status == "failed"
+    assert result.error.startswith("rank 1 (local_rank: 1) died with exit code -6")
+    assert result.error.endswith("(what():  [gloo/transport/tcp/pair.cc:534] Connection closed by peer)")

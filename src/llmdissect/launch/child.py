@@ -232,6 +232,23 @@ def _exit_summary(returncode: int, tail: str) -> str:
                      if line.strip().startswith("rank")), "?")
         code = next((line.split(":", 1)[1].strip() for line in cause.splitlines()
                      if line.strip().startswith("exitcode")), "?")
-        return f"rank {rank} died with exit code {code}; the run was stopped"
+        words = last_words(tail)
+        return f"rank {rank} died with exit code {code}; the run was stopped" + (f" ({words})" if words else "")
     last = tail.strip().splitlines()[-1] if tail.strip() else "no output"
     return f"child exited with code {returncode}: {last}"
+
+
+# What a process that died by a signal printed last, most telling first: C++'s message
+# for an uncaught exception (gloo's "Connection closed by peer"), then the abort itself.
+_CRASH_MARKERS = ("what():", "terminate called", "Fatal Python error", "double free", "free():",
+                  "corrupted", "Segmentation fault", "Assertion")
+
+
+def last_words(tail: str) -> str:
+    """The line of the output that says why a rank crashed without writing an error, or ''."""
+    lines = [line.strip() for line in tail.splitlines() if "torch/distributed/elastic" not in line]
+    for marker in _CRASH_MARKERS:
+        found = next((line for line in lines if marker in line), None)
+        if found:
+            return found[:300]
+    return ""

@@ -38,3 +38,33 @@ Root Cause (first observed failure):
     assert result.status == "failed"
     assert result.error.startswith("rank 1 (local_rank: 1) died with exit code -6")
     assert result.error.endswith("(what():  [gloo/transport/tcp/pair.cc:534] Connection closed by peer)")
+
+
+def test_a_silent_rank_among_the_failures_is_the_cause_when_torchrun_names_another_first():
+    # rank 1 died by os._exit; rank 0 saw the reset, wrote its error and left in the same
+    # instant, so torchrun's "first observed failure" is rank 0 (CI failure, 2026-12-05)
+    tail = """Failures:
+[1]:
+  time      : 2026-12-05_06:43:51
+  rank      : 1 (local_rank: 1)
+  exitcode  : 17 (pid: 11935)
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 11934)
+"""
+    payload = {"status": "failed", "error": "RuntimeError: [gloo] Connection closed by peer"}
+    result = _classify(payload, 1, 3.0, tail, {})
+    assert result.error.startswith("rank 1 (local_rank: 1) died with exit code 17")
+    assert "rank 0 then saw: RuntimeError: [gloo] Connection closed by peer" in result.error
+
+
+def test_rank_zero_that_failed_on_its_own_is_named_when_no_rank_died_silently():
+    tail = """Root Cause (first observed failure):
+[0]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 11934)
+"""
+    result = _classify({"status": "failed", "error": "ValueError: bad"}, 1, 3.0, tail, {})
+    assert result.error == "ValueError: bad"

@@ -186,8 +186,9 @@ def _classify(payload: dict | None, returncode: int, wall: float, tail: str,
         return ChildResult("ok", result=payload.get("result"), returncode=0, wall_s=wall, output_tail=tail)
     if payload is not None and payload.get("status") in ("failed", "oom"):
         error = payload.get("error") or ""
-        if "Root Cause" in tail and "rank 0 " not in _exit_summary(returncode, tail):
-            error = f"{_exit_summary(returncode, tail)}; rank 0 then saw: {error[:300]}"
+        summary = _exit_summary(returncode, tail, spoke={0, *rank_errors})
+        if "Root Cause" in tail and not summary.startswith("rank 0 "):
+            error = f"{summary}; rank 0 then saw: {error[:300]}"
         return ChildResult(payload["status"], error=error, user_error=payload.get("user_error", False),
                            returncode=returncode, wall_s=wall, output_tail=tail, rank_errors=rank_errors)
     statuses = {"oom" if "out of memory" in e.lower() or "MemoryError" in e else "failed" for e in rank_errors.values()}
@@ -195,7 +196,7 @@ def _classify(payload: dict | None, returncode: int, wall: float, tail: str,
         rank, msg = sorted(rank_errors.items())[0]
         status = "oom" if "oom" in statuses else "failed"
         error = f"rank {rank}: {msg}"
-        summary = _exit_summary(returncode, tail)
+        summary = _exit_summary(returncode, tail, spoke=set(rank_errors))
         # a rank that died without a word (killed, os._exit) is the cause; the others' errors
         # (a connection reset by it) are what they saw next
         if "Root Cause" in tail and not any(summary.startswith(f"rank {r} ") for r in rank_errors):
@@ -224,18 +225,46 @@ def _signal_name(returncode: int) -> str | None:
         return None
 
 
-def _exit_summary(returncode: int, tail: str) -> str:
-    """One line: torchrun's root cause (rank and exit code) when it gave one, else the last line."""
-    if "Root Cause" in tail:
-        cause = tail.split("Root Cause", 1)[1]
-        rank = next((line.split(":", 1)[1].strip() for line in cause.splitlines()
-                     if line.strip().startswith("rank")), "?")
-        code = next((line.split(":", 1)[1].strip() for line in cause.splitlines()
-                     if line.strip().startswith("exitcode")), "?")
+def _torchrun_failures(tail: str) -> list[tuple[str, str]]:
+    """(rank, exit code) of every rank in torchrun's failure summary, its root cause first."""
+    found: list[tuple[str, str]] = []
+    for section in ("Root Cause", "Failures:"):
+        if section not in tail:
+            continue
+        text = tail.split(section, 1)[1]
+        if section == "Failures:":
+            text = text.split("Root Cause", 1)[0]
+        rank = None
+        for line in text.splitlines():
+            key, _, value = line.strip().partition(":")
+            if key.strip() == "rank":
+                rank = value.strip()
+            elif key.strip() == "exitcode" and rank is not None:
+                found.append((rank, value.strip()))
+                rank = None
+        if section == "Root Cause" and not found:
+            found.append(("?", "?"))
+    return found
+
+
+def _exit_summary(returncode: int, tail: str, spoke: set[int] = frozenset()) -> str:
+    """One line: the rank that took the run down (and its exit code) when torchrun named the
+    failures, else the last line. torchrun's "root cause" is whichever failure it saw first,
+    and a rank that lost its connection can exit in the same instant as the rank that died;
+    so a failed rank that wrote no error of its own (`spoke` holds those that did) goes first."""
+    failures = _torchrun_failures(tail)
+    if failures:
+        silent = [f for f in failures if _rank_number(f[0]) not in spoke]
+        rank, code = (silent or failures)[0]
         words = last_words(tail)
         return f"rank {rank} died with exit code {code}; the run was stopped" + (f" ({words})" if words else "")
     last = tail.strip().splitlines()[-1] if tail.strip() else "no output"
     return f"child exited with code {returncode}: {last}"
+
+
+def _rank_number(text: str) -> int | None:
+    head = text.split(" ", 1)[0]
+    return int(head) if head.isdigit() else None
 
 
 # What a process that died by a signal printed last, most telling first: C++'s message

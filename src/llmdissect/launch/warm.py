@@ -132,7 +132,11 @@ class WarmLauncher:
         codes, first = done["returncodes"], done.get("first_failed")
         if first is not None and len(codes) > 1 and not timed_out:
             with open(log, "a") as f:  # torchrun's summary, which `launch.child` reads the cause from
-                f.write(f"\nRoot Cause (first observed failure):\n  rank      : {first}\n"
+                others = "".join(f"  rank      : {r}\n  exitcode  : {c}\n"
+                                 for r, c in enumerate(codes) if c != 0 and r != first)
+                others = others or "  <NO_OTHER_FAILURES>\n"
+                f.write(f"\nFailures:\n{others}"
+                        f"Root Cause (first observed failure):\n  rank      : {first}\n"
                         f"  exitcode  : {codes[first]}\n")
         return WarmExit(returncode=0 if first is None else codes[first], timed_out=timed_out, pids=pids)
 

@@ -3,7 +3,7 @@ step's own marks through gradient accumulation, shares add to 1, recomputation i
 import pytest
 
 
-def _profiled_step(**options):
+def _profiled_step(model="debug-llama", **options):
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -14,7 +14,7 @@ def _profiled_step(**options):
     from llmdissect.workloads.train_child import Stepper, _batches, _build
     from llmdissect.workloads.train_launch import prepare
 
-    cfg = prepare("pretrain", model="debug-llama", seq=16, micro_batch=1, device="cpu", **options)
+    cfg = prepare("pretrain", model=model, seq=16, micro_batch=1, device="cpu", **options)
     ctx = init_distributed("cpu")
     torch.manual_seed(0)
     model, opt = _build(cfg, ctx)
@@ -44,6 +44,32 @@ def test_attribution_of_real_steps(options):
                     "optimizer"):
             assert step["modules_s"][key] > 0, key
     assert result["top_ops"][0]["self_s"] > 0
+    assert not {"router", "experts", "shared experts"} & set(result["steps"][0]["modules_s"])  # dense: not shown
+
+
+@pytest.mark.slow
+def test_a_mixture_of_experts_step_has_router_experts_and_shared_experts_shares():
+    # tiny-mla: DeepSeek-V3's layout (latent attention, one shared and 8 routed experts, a dense first layer)
+    result, _ = _profiled_step(model="tiny-mla")
+    for step in result["steps"]:
+        assert sum(step["modules_share"].values()) == pytest.approx(1, abs=1e-9)
+        for key in ("router", "experts", "shared experts", "attention projections", "MLP"):
+            assert step["modules_s"][key] > 0, key
+        # the routed experts are most of the MoE layers' work (8 experts, 2 per token, vs one shared)
+        assert step["modules_s"]["experts"] > step["modules_s"]["router"]
+
+
+def test_module_names_of_moe_and_latent_attention_models():
+    from llmdissect.workloads.dissect_attr import module_category
+
+    assert module_category("model.layers.1.mlp.gate") == "router"
+    assert module_category("model.layers.1.mlp.router") == "router"  # gpt-oss
+    assert module_category("model.layers.1.mlp.experts") == "experts"
+    assert module_category("model.layers.1.mlp.shared_experts") == "shared experts"
+    assert module_category("model.layers.1.mlp.shared_expert") == "shared experts"  # Qwen2-MoE
+    assert module_category("model.layers.0.mlp.gate_proj") is None  # a dense MLP's linear: in its MLP
+    for proj in ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj"):
+        assert module_category(f"model.layers.0.self_attn.{proj}") == "attention projections"
 
 
 def _step(step_s, forward):

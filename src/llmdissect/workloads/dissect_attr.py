@@ -23,8 +23,13 @@ from typing import Any
 
 from llmdissect.measure.stats import Stats
 
-CATEGORIES = ("embedding", "attention projections", "attention core", "MLP", "norms", "output head", "loss",
-              "optimizer", "communication", "other")
+CATEGORIES = ("embedding", "attention projections", "attention core", "MLP", "router", "experts", "shared experts",
+              "norms", "output head", "loss", "optimizer", "communication", "other")
+# A mixture of experts' parts; a dense model's step has none, and its table does not show them.
+MOE_CATEGORIES = ("router", "experts", "shared experts")
+# Attention's linear layers: Llama's four and latent attention's (DeepSeek-V2/V3) down- and
+# up-projections of queries and of the compressed key-value latent.
+_ATTN_PROJ = ("q_proj", "k_proj", "v_proj", "o_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj")
 _LAYER = re.compile(r"(^|\.)layers\.\d+$")
 FORWARD_PHASES = ("forward", "prefill", "decode")
 COMM_PREFIXES = ("c10d::", "gloo:", "nccl:", "record_param_comms")
@@ -37,12 +42,21 @@ def module_category(name: str) -> str | None:
         return "loss"  # the causal-LM's own forward: logits slicing and the loss
     if last == "embed_tokens":
         return "embedding"
-    if last in ("q_proj", "k_proj", "v_proj", "o_proj"):
+    if last in _ATTN_PROJ:
         return "attention projections"
     if last in ("self_attn", "rotary_emb"):
         return "attention core"
     if last == "mlp":
-        return "MLP"
+        return "MLP"  # a MoE block's own time (reshapes, the weighted sum) stays here too
+    parent = name.rsplit(".", 2)[-2] if name.count(".") else ""
+    if parent == "mlp" and last == "gate":  # the router (Mixtral, Qwen-MoE, OLMoE, DeepSeek, gpt-oss "router")
+        return "router"
+    if parent == "mlp" and last == "router":
+        return "router"
+    if parent == "mlp" and last == "experts":  # the routed experts with their dispatch and combine
+        return "experts"
+    if parent == "mlp" and last in ("shared_experts", "shared_expert", "shared_expert_gate"):
+        return "shared experts"
     if last.endswith("norm"):
         return "norms"
     if last == "lm_head":
@@ -183,6 +197,9 @@ def _one_step(events: list[Any], phases: list[Any], seq_category: dict[int, str]
     bwd_s = sum(_dur_s(p) for p in phases if p.name == "phase:backward")
     cat["other"] += max(0.0, fwd_s - top_fwd) + max(0.0, bwd_s - bwd_attr)
     cat["other"] += max(0.0, step_s - sum(_dur_s(p) for p in phases))  # between phases (generate's own loop)
+    for c in MOE_CATEGORIES:
+        if cat[c] == 0.0 and not any(e.name.startswith(f"mod:{c}:") for e in fwd_mod):
+            del cat[c]
     total = sum(cat.values())
     return {"step_s": step_s, "phases_s": phase_s, "modules_s": cat, "attributed_s": total,
             "modules_share": {k: v / total for k, v in cat.items()},

@@ -73,6 +73,7 @@ def estimate_options(kind: str, config: dict[str, Any]) -> tuple[str, dict[str, 
                 "grad_accum": config.get("grad_accum"), "zero": config.get("zero", 0),
                 "offload": config.get("offload", "none"), "recompute": config.get("recompute", "none"),
                 "attn": config.get("attn", "sdpa"), "tp": 1, "pp": 1, "optimizer": config.get("optimizer"),
+                "ep": config.get("ep", 1),
                 # an engine the estimator does not model (tensor-parallel runs) is left to it
                 "engine": config.get("engine") if config.get("engine") in ENGINE_ZERO else None,
                 "quant": config.get("quant", "none") if method != "full" else "none",

@@ -135,7 +135,8 @@ def label(r: RunRecord) -> str:
     if r.kind in mn.TRAIN_KINDS:
         return (f"{c.get('model')} {c.get('engine')} x{c.get('nproc')} zero{c.get('zero')} rc={c.get('recompute')} "
                 f"mb{c.get('micro_batch')}x{c.get('seq')}"
-                + (f" {c.get('method')}" if c.get("method") != "full" else ""))
+                + (f" {c.get('method')}" if c.get("method") != "full" else "")
+                + (f" ep{c['ep']}" if c.get("ep", 1) > 1 else ""))
     if r.kind == mn.INFER:
         return f"{c.get('model')} b{c.get('batch')} in{c.get('input_len')} out{c.get('output_len')} {c.get('quant')}"
     if r.kind == mn.COMM:

@@ -37,6 +37,7 @@ def _show(record) -> None:
     elif m.get("energy_not_measured"):
         rows.append(("energy", f"not measured: {m['energy_not_measured']}"))
     tp = f" (tp {c['tp']} x dp {c['dp']})" if c.get("tp", 1) > 1 else ""
+    tp += f" (experts over ep {c['ep']})" if c.get("ep", 1) > 1 else ""
     title = (f"{record.kind} {c['model']}: {c['engine']} x{c['nproc'] * c['nnodes']}{tp}, ZeRO-{c['zero']}, "
              f"offload {c['offload']}, recompute {c['recompute']}, attn {c['attn']}, {c['dtype']}, "
              f"mb {c['micro_batch']} x seq {c['seq']} x accum {c['grad_accum']}"
@@ -91,6 +92,8 @@ ENGINE = typer.Option(None, "--engine", help="single | ddp | fsdp | deepspeed (d
 DSCONF = typer.Option(None, "--ds-config", help="DeepSpeed JSON config merged with what the options require "
                       "(--engine deepspeed).")
 TP = typer.Option(1, "--tp", help="Tensor-parallel size (DTensor, Megatron-style); --nproc = tp x dp.")
+EP = typer.Option(1, "--ep", help="Expert-parallel size (MoE models): each rank holds 1/ep of every layer's "
+                  "routed experts, tokens go to them by all-to-all; DDP for the rest.")
 ZERO = typer.Option(0, "--zero", help="0 DDP, 1 DDP+ZeroRedundancyOptimizer, 2/3 FSDP2 (no/with reshard after "
                     "forward); with --engine deepspeed, DeepSpeed's ZeRO stage.")
 OFFLOAD = typer.Option("none", "--offload", help="none | params (FSDP2 CPUOffloadPolicy; deepspeed ZeRO-3) | "
@@ -128,7 +131,7 @@ def pretrain(model: str = M, engine: Optional[str] = ENGINE, zero: int = ZERO, o
              compile_: bool = COMPILE, data: Optional[str] = DATA, tokenizer: Optional[str] = TOK, seed: int = SEED,
              device: str = DEVICE, lr: float = LR, timeout: float = TIMEOUT, max_memory: Optional[str] = MAXMEM,
              threads: Optional[int] = THREADS, usd_per_hour: Optional[float] = USD,
-             ds_config: Optional[str] = DSCONF, tp: int = TP, db: DbPath = DbOpt,
+             ds_config: Optional[str] = DSCONF, tp: int = TP, ep: int = EP, db: DbPath = DbOpt,
              json_out: bool = JsonOpt) -> None:
     """Measure pre-training steps of a Llama-family model (random weights) on this machine."""
     _run(mn.PRETRAIN, locals())
@@ -144,7 +147,7 @@ def finetune(model: str = M, method: str = typer.Option("lora", "--method", help
              compile_: bool = COMPILE, data: Optional[str] = DATA, tokenizer: Optional[str] = TOK, seed: int = SEED,
              device: str = DEVICE, lr: float = LR, timeout: float = TIMEOUT, max_memory: Optional[str] = MAXMEM,
              threads: Optional[int] = THREADS, usd_per_hour: Optional[float] = USD,
-             ds_config: Optional[str] = DSCONF, tp: int = TP, db: DbPath = DbOpt,
+             ds_config: Optional[str] = DSCONF, tp: int = TP, ep: int = EP, db: DbPath = DbOpt,
              json_out: bool = JsonOpt) -> None:
     """Measure fine-tuning steps: full, LoRA or QLoRA (bitsandbytes NF4 + PEFT)."""
     _run(mn.FINETUNE, locals())

@@ -13,12 +13,16 @@ from llmdissect.engines.distributed import DistContext
 from llmdissect.techniques.recompute import decoder_layers
 
 
-def wrap_model(model: Any, engine: str, zero: int, offload: str, dtype: str, ctx: DistContext) -> Any:
+def wrap_model(model: Any, engine: str, zero: int, offload: str, dtype: str, ctx: DistContext,
+               ignore: tuple[str, ...] | list[str] = ()) -> Any:
+    """`ignore`: parameters DDP must not average (each rank's own routed experts under --ep)."""
     if engine == "single":
         return model
     if engine == "ddp":
         from torch.nn.parallel import DistributedDataParallel as DDP
 
+        if ignore:
+            DDP._set_params_and_buffers_to_ignore_for_model(model, list(ignore))
         ids = [ctx.device.index] if ctx.device.type == "cuda" else None
         return DDP(model, device_ids=ids)
     if engine == "fsdp":

@@ -45,7 +45,13 @@ def _build(cfg: TrainConfig, ctx: Any) -> tuple[Any, Any]:
 
         model = tpe.parallelize(model, cfg.tp, ctx.world_size, cfg.zero, cfg.offload, cfg.dtype, ctx.device.type)
         return model, tpe.make_optimizer(model, cfg.lr)
-    model = wrap_model(model, cfg.engine, cfg.zero, cfg.offload, cfg.dtype, ctx)
+    finish_grads, local_params = None, ()
+    if cfg.ep > 1:
+        from llmdissect.engines import expert_parallel
+
+        local_params, finish_grads = expert_parallel.parallelize(model, cfg.ep, ctx.rank, ctx.world_size)
+    model = wrap_model(model, cfg.engine, cfg.zero, cfg.offload, cfg.dtype, ctx, ignore=local_params)
+    model.llmdissect_finish_grads = finish_grads
     optimizer = make_optimizer(model, cfg.optimizer, cfg.lr, cfg.zero, ctx.distributed)
     return model, optimizer
 
@@ -96,6 +102,9 @@ class Stepper:
                 loss.backward()
                 marks.append(self.timer.now())
             total = loss.detach() if total is None else total + loss.detach()
+        finish_grads = getattr(self.model, "llmdissect_finish_grads", None)
+        if finish_grads is not None:  # expert parallelism: the experts' gradients, which DDP leaves alone
+            finish_grads()
         if before_optimizer is not None:
             before_optimizer()
         self.optimizer.step()

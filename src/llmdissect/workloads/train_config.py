@@ -81,6 +81,8 @@ class TrainConfig(BaseModel):
     """--engine deepspeed: a DeepSpeed JSON config merged with what the options require."""
     tp: int = Field(1, ge=1)
     """Tensor-parallel size (DTensor, Megatron-style); nproc x nnodes = tp x dp."""
+    ep: int = Field(1, ge=1)
+    """Expert-parallel size (MoE models): the routed experts split over groups of ep data-parallel ranks."""
 
     model_config = {"extra": "forbid"}
 
@@ -125,6 +127,10 @@ def validate(cfg: TrainConfig) -> TrainConfig:
                                                           spec.intermediate_size)})
     else:
         cfg = resolve_engine(cfg)
+    if cfg.ep > 1:
+        from llmdissect.engines.expert_parallel import check_ep
+
+        check_ep(cfg, spec)
     if cfg.kind == "pretrain" and cfg.method != "full":
         raise UserError("LoRA and QLoRA are fine-tuning methods: use `bench finetune`")
     if cfg.method == "qlora" and importlib.util.find_spec("bitsandbytes") is None:

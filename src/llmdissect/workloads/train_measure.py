@@ -74,8 +74,10 @@ def summarize(cfg: TrainConfig, model: Any, optimizer: Any, per_rank: list[dict[
     devices = world if ctx.device.type == "cuda" else 1
     mfu = tm.utilisation(tokens_per_s, flops, peak, devices)
     hfu = tm.utilisation(tokens_per_s, hardware_flops, peak, devices)
-    # ZeRO-3 leaves a DeepSpeed parameter empty on every rank; ds_numel keeps its full size
-    trainable = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)
+    # ZeRO-3 leaves a DeepSpeed parameter empty on every rank; ds_numel keeps its full size;
+    # under --ep a rank holds 1/ep of the routed experts (expert_parallel marks them)
+    trainable = sum(getattr(p, "ds_numel", p.numel()) * getattr(p, "llmdissect_shards", 1)
+                    for p in model.parameters() if p.requires_grad)
     inner = getattr(model, "module", model)
     metrics: dict[str, Any] = {
         mn.STEP_TIME_S: step.to_dict(),

@@ -35,7 +35,7 @@ def test_ep2_trains_as_ddp_does(db_path, model):
 
 @pytest.mark.slow
 def test_validate_pairs_an_ep_run_with_the_ep_estimate(db_path):
-    from llmdissect.analysis.predict import estimate_options, estimate_measured
+    from llmdissect.analysis.predict import estimate_measured, estimate_options
 
     record = bench(db_path, "tiny-moe", "--ep", "2")
     assert estimate_options("pretrain", record["config"])[1]["ep"] == 2

@@ -155,6 +155,47 @@ def elementwise_cases(m_: Callable[[], Maker], spec: ModelSpec, T: int, e: float
     ]
 
 
+def routed_tokens_per_expert(tokens: int, spec: ModelSpec) -> int:
+    """Tokens one routed expert receives from `tokens` under uniform routing: T k / E (at least 1)."""
+    return max(1, round(tokens * spec.experts_per_token / spec.num_experts))
+
+
+def moe_cases(m_: Callable[[], Maker], spec: ModelSpec, T: int, e: float, passes: str) -> list[OpCase]:
+    """A MoE layer's own operators: the router's linear over all tokens, and the routed experts
+    as transformers' eager loop runs them, every expert a SwiGLU MLP (gate_up [2I, h], down
+    [h, I]) over its T k / E routed tokens (uniform routing), timed as one grouped call; the
+    shared experts are an ordinary MLP of width num_shared x I over all tokens."""
+    h, E, I = spec.hidden_size, spec.num_experts, spec.expert_intermediate_size
+    Te, bwd = routed_tokens_per_expert(T, spec), passes == "bwd"
+
+    def experts():
+        m = m_()
+        torch = m.torch
+        x = m.randn(E, Te, h, grad=bwd)
+        gate_up, down = m.randn(E, 2 * I, h, grad=bwd, scale=h ** -0.5), m.randn(E, h, I, grad=bwd, scale=I ** -0.5)
+
+        def fwd():
+            outs = []
+            for i in range(E):
+                g, u = torch.nn.functional.linear(x[i], gate_up[i]).chunk(2, dim=-1)
+                outs.append(torch.nn.functional.linear(torch.nn.functional.silu(g) * u, down[i]))
+            return torch.stack(outs)
+        return _timed(fwd, passes, lambda: [x, gate_up, down], m)
+
+    cost = opc.Cost(E * (opc.linear(Te, h, 2 * I, e, passes).flops + opc.linear(Te, I, h, e, passes).flops
+                         + opc.swiglu(Te, I, e, passes).flops),
+                    E * (opc.linear(Te, h, 2 * I, e, passes).bytes + opc.linear(Te, I, h, e, passes).bytes
+                         + opc.swiglu(Te, I, e, passes).bytes))
+    cases = [linear_case(m_, "router", T, h, E, e, passes),
+             OpCase("routed experts", f"{E} x [{Te},{h}] mlp {I}", passes, "gemm",
+                    cost, experts)]
+    shared = spec.num_shared_experts * I
+    if shared:
+        cases += [linear_case(m_, "shared gate_up", T, h, 2 * shared, e, passes),
+                  linear_case(m_, "shared down", T, shared, h, e, passes)]
+    return cases
+
+
 def _cat(m: Maker, pair: tuple[Any, Any]) -> Any:
     """One output for both rotated tensors (the backward needs a single root)."""
     q, k = pair

@@ -60,6 +60,8 @@ def build_cases(cfg: OpsConfig) -> tuple[list[OpCase], list[str]]:
         for name, k, n in (("q_proj", h, qd), ("k_proj", h, kvd), ("v_proj", h, kvd), ("o_proj", qd, h),
                            ("gate_proj", h, f), ("up_proj", h, f), ("down_proj", f, h), ("lm_head", h, V)):
             cases.append(oc.linear_case(maker, name, T, k, n, e, p))
+        if spec.is_moe:
+            cases += oc.moe_cases(maker, spec, T, e, p)
         for s in seqs:
             for backend in ["eager", *sdpa_backends(cfg.device)]:
                 cases.append(oc.attention_case(maker, spec, max(1, T // s), s, e, p, backend))

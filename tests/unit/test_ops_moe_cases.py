@@ -18,13 +18,13 @@ def test_moe_cases_cost_and_run(passes):
     import torch
 
     spec = get_model("tiny-mla")  # 8 routed experts of width 128, top-2, one shared expert
-    T, h, E, I = 64, spec.hidden_size, spec.num_experts, spec.expert_intermediate_size
+    T, h, E, fe = 64, spec.hidden_size, spec.num_experts, spec.expert_intermediate_size
     cases = {c.op: c for c in oc.moe_cases(lambda: oc.Maker("cpu", torch.float32, 0), spec, T, 4, passes)}
     assert set(cases) == {"router", "routed experts", "shared gate_up", "shared down"}
     Te = T * 2 // E
     times = 2 if passes == "bwd" else 1
-    # E experts, each 2 Te h 2I + 2 Te I h FLOPs for its two GEMMs and 5 Te I for SiLU x gate
-    assert cases["routed experts"].cost.flops == times * E * (2 * Te * h * 2 * I + 2 * Te * I * h + 5 * Te * I)
+    # E experts, each 2 Te h 2I + 2 Te fe h FLOPs for its two GEMMs and 5 Te fe for SiLU x gate
+    assert cases["routed experts"].cost.flops == times * E * (2 * Te * h * 2 * fe + 2 * Te * fe * h + 5 * Te * fe)
     assert cases["router"].cost.flops == times * 2 * T * h * E
     for c in cases.values():
         out = c.make()()

@@ -163,16 +163,16 @@ def routed_tokens_per_expert(tokens: int, spec: ModelSpec) -> int:
 def moe_cases(m_: Callable[[], Maker], spec: ModelSpec, T: int, e: float, passes: str) -> list[OpCase]:
     """A MoE layer's own operators: the router's linear over all tokens, and the routed experts
     as transformers' eager loop runs them, every expert a SwiGLU MLP (gate_up [2I, h], down
-    [h, I]) over its T k / E routed tokens (uniform routing), timed as one grouped call; the
-    shared experts are an ordinary MLP of width num_shared x I over all tokens."""
-    h, E, I = spec.hidden_size, spec.num_experts, spec.expert_intermediate_size
+    [h, fe]) over its T k / E routed tokens (uniform routing), timed as one grouped call; the
+    shared experts are an ordinary MLP of width num_shared x fe over all tokens."""
+    h, E, fe = spec.hidden_size, spec.num_experts, spec.expert_intermediate_size
     Te, bwd = routed_tokens_per_expert(T, spec), passes == "bwd"
 
     def experts():
         m = m_()
         torch = m.torch
         x = m.randn(E, Te, h, grad=bwd)
-        gate_up, down = m.randn(E, 2 * I, h, grad=bwd, scale=h ** -0.5), m.randn(E, h, I, grad=bwd, scale=I ** -0.5)
+        gate_up, down = m.randn(E, 2 * fe, h, grad=bwd, scale=h ** -0.5), m.randn(E, h, fe, grad=bwd, scale=fe ** -0.5)
 
         def fwd():
             outs = []
@@ -182,14 +182,14 @@ def moe_cases(m_: Callable[[], Maker], spec: ModelSpec, T: int, e: float, passes
             return torch.stack(outs)
         return _timed(fwd, passes, lambda: [x, gate_up, down], m)
 
-    cost = opc.Cost(E * (opc.linear(Te, h, 2 * I, e, passes).flops + opc.linear(Te, I, h, e, passes).flops
-                         + opc.swiglu(Te, I, e, passes).flops),
-                    E * (opc.linear(Te, h, 2 * I, e, passes).bytes + opc.linear(Te, I, h, e, passes).bytes
-                         + opc.swiglu(Te, I, e, passes).bytes))
+    cost = opc.Cost(E * (opc.linear(Te, h, 2 * fe, e, passes).flops + opc.linear(Te, fe, h, e, passes).flops
+                         + opc.swiglu(Te, fe, e, passes).flops),
+                    E * (opc.linear(Te, h, 2 * fe, e, passes).bytes + opc.linear(Te, fe, h, e, passes).bytes
+                         + opc.swiglu(Te, fe, e, passes).bytes))
     cases = [linear_case(m_, "router", T, h, E, e, passes),
-             OpCase("routed experts", f"{E} x [{Te},{h}] mlp {I}", passes, "gemm",
+             OpCase("routed experts", f"{E} x [{Te},{h}] mlp {fe}", passes, "gemm",
                     cost, experts)]
-    shared = spec.num_shared_experts * I
+    shared = spec.num_shared_experts * fe
     if shared:
         cases += [linear_case(m_, "shared gate_up", T, h, 2 * shared, e, passes),
                   linear_case(m_, "shared down", T, shared, h, e, passes)]

@@ -21,10 +21,11 @@ def a800x8():
     return plat, machine_for(plat, "bf16")
 
 
-@pytest.mark.parametrize("kind", ["pretrain", "finetune"])
-def test_advise_rows_equal_the_scalar_estimate(kind, a800x8):
+@pytest.mark.parametrize("kind,model", [("pretrain", "llama2-13b"), ("finetune", "llama2-13b"),
+                                        ("pretrain", "mixtral-8x7b"), ("finetune", "qwen3-30b-a3b")])
+def test_advise_rows_equal_the_scalar_estimate(kind, model, a800x8):
     plat, mach = a800x8
-    m = get_model("llama2-13b")
+    m = get_model(model)
     space = train_space(kind, m, mach, 2048, 2)
     rng = np.random.default_rng(0)
     for i in rng.choice(len(space), size=25, replace=False):
@@ -32,11 +33,20 @@ def test_advise_rows_equal_the_scalar_estimate(kind, a800x8):
         setup = TrainSetup(kind=kind, model=m, platform=plat, dtype="bf16", seq=2048, micro_batch=row["micro_batch"],
                            grad_accum=row["grad_accum"], zero=row["zero"], offload=row["offload"],
                            recompute=row["recompute"], attn=row["attn"], tp=row["tp"], pp=row["pp"],
-                           lora_rank=row.get("lora_rank", 0), quant=row.get("quant", "none"))
+                           lora_rank=row.get("lora_rank", 0), quant=row.get("quant", "none"), ep=row.get("ep", 1))
         est = estimate_train(setup, mach).metrics
         assert est["memory"]["total_bytes"] == pytest.approx(row["total_bytes"], rel=1e-9)
         assert est["tokens_per_s"] == pytest.approx(row["tokens_per_s"], rel=1e-9)
         assert est["fits"] == row["fits"]
+
+
+def test_advise_searches_the_expert_parallel_degrees_a_moe_model_allows(a800x8):
+    _, mach = a800x8
+    knobs = train_space("pretrain", get_model("mixtral-8x7b"), mach, 2048, 2).knobs  # 8 experts, 8 devices
+    assert set(knobs["ep"]) == {1, 2, 4, 8}
+    dp = 8 // (knobs["tp"] * knobs["pp"])
+    assert np.all(dp % knobs["ep"] == 0)  # the experts split over data-parallel ranks only
+    assert "ep" not in train_space("pretrain", get_model("llama2-7b"), mach, 2048, 2).knobs  # dense: no knob
 
 
 def test_advise_infer_rows_equal_the_scalar_estimate(a800x8):

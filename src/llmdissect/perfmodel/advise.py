@@ -1,7 +1,7 @@
 """Search the configuration space with the estimate's own formulas, vectorized with numpy.
 
 The grid (ZeRO stage, offload, recomputation, attention, micro-batch, gradient accumulation,
-TP x PP split, and for fine-tuning LoRA rank and base quantization; batch, TP and weight
+TP x PP split, expert-parallel degree for a mixture of experts, and for fine-tuning LoRA rank and base quantization; batch, TP and weight
 quantization for inference) becomes one numpy array per knob. `trainmodel` / `infermodel`
 evaluate every configuration at once (their functions are plain arithmetic), so the search
 costs a few array passes instead of one Python call per configuration.
@@ -75,9 +75,11 @@ def train_space(kind: str, m: ModelSpec, mach: Machine, seq: int, e: float, *, r
     lora = (0,) if kind == mn.PRETRAIN else (0, *LORA_RANKS)
     quants = ("none",) if kind == mn.PRETRAIN else ("none", "nf4")
     g = _grid(split=np.arange(len(splits)), zero=ZEROS, off=(0, 1, 2), rc=(0, 1, 2), attn=attns,
-              b=MICRO_BATCHES, ga=GRAD_ACCUMS, rank=lora, quant=np.arange(len(quants)))
+              b=MICRO_BATCHES, ga=GRAD_ACCUMS, rank=lora, quant=np.arange(len(quants)),
+              ep=expert_degrees(m, devices))
+    split_dp = np.array([devices // (s[0] * s[1]) for s in splits])
     valid = (((g["off"] < 1) | (g["zero"] >= 1)) & ((g["off"] < 2) | (g["zero"] == 3))
-             & ((g["quant"] == 0) | (g["rank"] > 0)))
+             & ((g["quant"] == 0) | (g["rank"] > 0)) & (split_dp[g["split"]] % g["ep"] == 0))
     g = {k: np.tile(v[valid], repeat) for k, v in g.items()}
     tp = np.array([s[0] for s in splits])[g["split"]]
     pp = np.array([s[1] for s in splits])[g["split"]]
@@ -88,7 +90,7 @@ def train_space(kind: str, m: ModelSpec, mach: Machine, seq: int, e: float, *, r
     lora_on = (g["rank"] > 0) * 1
     kw = dict(b=g["b"], s=seq, ga=g["ga"], e=e, eager=(g["attn"] == 1) * 1, rc=g["rc"], zero=g["zero"],
               off=g["off"], tp=tp, pp=pp, dp=g["dp"], optimizer="adamw", lora=lora_on,
-              lora_params=g["rank"] * per_rank, frozen_weight_bytes=frozen * lora_on)
+              lora_params=g["rank"] * per_rank, frozen_weight_bytes=frozen * lora_on, ep=g["ep"])
     mem = train_memory(m, mach, **kw)
     # FSDP (ZeRO-2/3 without optimizer-only offload: config.TrainSetup.engine) splits its
     # collectives per layer, DeepSpeed (optimizer-only offload) per bucket, and steps one flat
@@ -109,7 +111,18 @@ def train_space(kind: str, m: ModelSpec, mach: Machine, seq: int, e: float, *, r
              "tp": tp, "pp": pp}
     if kind == mn.FINETUNE:
         knobs.update(lora_rank=g["rank"], quant=np.array(quants)[g["quant"]])
+    if m.is_moe:
+        knobs["ep"] = g["ep"]
     return Space(knobs, results)
+
+
+def expert_degrees(m: ModelSpec, devices: int) -> list[int]:
+    """The expert-parallel degrees to search: 1, and for a MoE model every degree that divides
+    both its routed experts and the devices (moe.check_expert_parallel also needs it to divide
+    each configuration's data-parallel ranks, which the search filters)."""
+    if not m.is_moe:
+        return [1]
+    return [ep for ep in range(1, devices + 1) if devices % ep == 0 and m.num_experts % ep == 0]
 
 
 def infer_space(m: ModelSpec, mach: Machine, n_in: int, n_out: int, e: float, *, repeat: int = 1) -> Space:

@@ -1,9 +1,10 @@
 """Search the configuration space with the estimate's own formulas, vectorized with numpy.
 
 The grid (ZeRO stage, offload, recomputation, attention, micro-batch, gradient accumulation,
-TP x PP split, expert-parallel degree for a mixture of experts, and for fine-tuning LoRA rank and base quantization; batch, TP and weight
-quantization for inference) becomes one numpy array per knob. `trainmodel` / `infermodel`
-evaluate every configuration at once (their functions are plain arithmetic), so the search
+TP x PP split, the expert-parallel degree of a mixture of experts, and for fine-tuning LoRA
+rank and base quantization; batch, TP and weight quantization for inference) becomes one
+numpy array per knob. `trainmodel` / `infermodel` evaluate every configuration at once (their
+functions are plain arithmetic), so the search
 costs a few array passes instead of one Python call per configuration.
 """
 from __future__ import annotations

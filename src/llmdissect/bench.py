@@ -88,7 +88,8 @@ def pretrain(*, model: str = "tiny-llama", engine: str | None = None, zero: int 
              micro_batch: int = 1, seq: int = 128, grad_accum: int = 1, steps: int = 5, warmup: int = 2,
              nproc: int = 1, nnodes: int = 1, rdzv_endpoint: str | None = None, compile: bool = False,
              data: str | None = None, tokenizer: str | None = None, seed: int = 0, device: str = "auto",
-             lr: float = 1e-3, ds_config: str | None = None, tp: int = 1, timeout_s: float | None = 1800.0,
+             lr: float = 1e-3, ds_config: str | None = None, tp: int = 1, ep: int = 1,
+             timeout_s: float | None = 1800.0,
              max_memory: int | str | None = None, threads: int | None = None, usd_per_hour: float | None = None,
              store: bool = True, db: DbArg = None) -> RunRecord:
     """Measure pre-training steps of a Llama-family model (random weights), as `llmdissect bench pretrain`.
@@ -113,7 +114,7 @@ def pretrain(*, model: str = "tiny-llama", engine: str | None = None, zero: int 
                    dtype=dtype, optimizer=optimizer, micro_batch=micro_batch, seq=seq, grad_accum=grad_accum,
                    steps=steps, warmup=warmup, nproc=nproc, nnodes=nnodes, rdzv_endpoint=rdzv_endpoint,
                    compile=compile, data=data, tokenizer=tokenizer, seed=seed, device=device, lr=lr,
-                   ds_config=ds_config, tp=tp)
+                   ds_config=ds_config, tp=tp, ep=ep)
     return _train("pretrain", options, timeout_s, max_memory, threads, store, db, usd_per_hour)
 
 
@@ -123,7 +124,7 @@ def finetune(*, model: str = "tiny-llama", method: str = "lora", lora_rank: int 
              optimizer: str = "adamw", micro_batch: int = 1, seq: int = 128, grad_accum: int = 1, steps: int = 5,
              warmup: int = 2, nproc: int = 1, nnodes: int = 1, rdzv_endpoint: str | None = None,
              compile: bool = False, data: str | None = None, tokenizer: str | None = None, seed: int = 0,
-             device: str = "auto", lr: float = 1e-3, ds_config: str | None = None, tp: int = 1,
+             device: str = "auto", lr: float = 1e-3, ds_config: str | None = None, tp: int = 1, ep: int = 1,
              timeout_s: float | None = 1800.0, max_memory: int | str | None = None,
              threads: int | None = None, usd_per_hour: float | None = None, store: bool = True,
              db: DbArg = None) -> RunRecord:
@@ -140,7 +141,7 @@ def finetune(*, model: str = "tiny-llama", method: str = "lora", lora_rank: int 
                    attn=attn, dtype=dtype, optimizer=optimizer, micro_batch=micro_batch, seq=seq,
                    grad_accum=grad_accum, steps=steps, warmup=warmup, nproc=nproc, nnodes=nnodes,
                    rdzv_endpoint=rdzv_endpoint, compile=compile, data=data, tokenizer=tokenizer, seed=seed,
-                   device=device, lr=lr, ds_config=ds_config, tp=tp)
+                   device=device, lr=lr, ds_config=ds_config, tp=tp, ep=ep)
     return _train("finetune", options, timeout_s, max_memory, threads, store, db, usd_per_hour)
 
 

@@ -184,5 +184,16 @@ def test_sigterm_stops_the_running_point_and_leaves_no_orphan(tmp_path, db_path)
 def test_quick_keeps_its_steps_and_validate_is_last():
     doc = json.loads(run_cli("run", "quick", "--plan", "--json", check=True).stdout)
     names = [s["name"] for s in doc["metrics"]["steps"]]
-    assert doc["kind"] == "plan" and names[-1] == "validate" and "pretrain-single" in names
+    assert doc["kind"] == "plan" and names[-1] == "validate" and "pretrain-single" in names and "moe" in names
     assert_user_error(run_cli("run", "quick", "--resume"), "suite files")
+
+
+@pytest.mark.slow
+def test_quick_moe_step_measures_a_mixture_of_experts(db_path):
+    run_cli("run", "quick", "--only", "moe", "--db", str(db_path), check=True, timeout=600)
+    records = stored(db_path, "quick")
+    assert sorted(r["kind"] for r in records) == ["infer", "pretrain"]
+    assert all(r["status"] == "ok" and r["config"]["model"] == "tiny-moe" for r in records)
+    # validate pairs both with the estimate of the same configuration (memory needs no calibration)
+    doc = json.loads(run_cli("validate", "--db", str(db_path), "--json", check=True).stdout)
+    assert {p["record_id"] for p in doc["pairs"]} == {r["id"] for r in records}

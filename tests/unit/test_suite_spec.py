@@ -92,9 +92,14 @@ def test_unknown_suite_name_lists_the_builtins():
 
 def test_paper_suite_covers_the_matrix():
     s = load("paper")
-    est = [p for p in s.points if p.kind == "estimate"]
+    moe = [p for p in s.points if p.name.startswith("MoE") or "MoE" in p.name]
+    est = [p for p in s.points if p.kind == "estimate" and p not in moe]
     assert {p.options["hardware"] for p in est} == {"8xa800", "8x4090", "8x3090"}
     assert {p.options["model"] for p in est} == {"llama2-7b", "llama2-13b", "llama2-70b"}
+    # the mixture-of-experts block: estimated with and without expert parallelism, measured small
+    assert {p.options["model"] for p in moe} >= {"mixtral-8x7b", "qwen3-30b-a3b", "tiny-moe", "tiny-mla"}
+    assert {p.options.get("ep", 1) for p in moe if p.kind == "pretrain"} == {1, 2}
+    assert {p.options.get("ep", 1) for p in moe if p.kind == "estimate"} >= {1, 8}
     pre = [p.options for p in est if p.options["workload"] == "pretrain"]
     assert {(o.get("zero"), o.get("offload", "none")) for o in pre} >= {(0, "none"), (2, "none"), (3, "none"),
                                                                        (2, "optimizer"), (3, "optimizer")}
@@ -103,4 +108,5 @@ def test_paper_suite_covers_the_matrix():
     assert {o["quant"] for o in ft} == {"none", "nf4"}  # LoRA and QLoRA
     measured = {p.kind for p in s.points if p.kind != "estimate"}
     assert measured == {"pretrain", "finetune", "infer", "comm", "ops"}
-    assert all(p.name and ("scaled-down" in p.name or "paper-scale" in p.name) for p in s.points)
+    assert all(p.name and ("scaled-down" in p.name or "paper-scale" in p.name or "MoE" in p.name)
+               for p in s.points)

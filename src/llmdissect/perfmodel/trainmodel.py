@@ -45,23 +45,33 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     16-bit weights, gradients and optimizer states, no fp32 master (states.py). Expert
     parallelism `ep` keeps 1/ep of the routed experts on each device (moe.py)."""
     shard = tp * pp
-    psi_full = (m.params - moe.routed_expert_params(m) * (1 - 1 / ep)) / shard
-    psi = lora * lora_params / shard + (1 - lora) * psi_full  # trainable parameters on this model shard
+    routed = moe.routed_expert_params(m)
+    # trainable parameters on this model shard: the dense part, which ZeRO partitions over the
+    # dp ranks, and this rank's 1/ep of the routed experts, which only the dp / ep ranks that
+    # hold the same experts can partition (DeepSpeed-MoE's expert data parallelism,
+    # arXiv 2201.05596 section 5; Megatron-Core's expert_data_parallel group)
+    psi_dense = lora * lora_params / shard + (1 - lora) * (m.params - routed) / shard
+    psi_experts = (1 - lora) * routed / ep / shard
+    edp = dp / ep
     working = 2 * m.params_per_layer / tp  # ZeRO-Infinity keeps the layers in use and the next prefetched
-    p, g, o = states.offloaded_device_bytes(psi, e, zero, dp, off, optimizer, working, pure)
+    p, g, o = states.offloaded_device_bytes(psi_dense, e, zero, dp, off, optimizer, working, pure)
+    px, gx, ox = states.offloaded_device_bytes(psi_experts, e, zero, edp, off, optimizer, 0, pure)
+    p, g, o = p + px, g + gx, o + ox
     frozen = lora * frozen_weight_bytes / shard / (1 + (zero >= 3) * (dp - 1))
     params = p + frozen
     activations = act.activation_bytes(m, b, s, e, eager, rc, tp, pp)
     grad_fraction = (1 - lora) * (off < 1) / (1 + (zero >= 2) * (dp - 1)) / pp
     persistent = (ga > 1) * (zero < 2) * (off < 1) * (1 - lora)
     is_gpu = mach.platform.device.kind == "gpu"
-    psi_opt = psi / (1 + (zero >= 1) * (dp - 1))  # the optimizer's partition on this device
+    # the optimizer's partition on this device
+    psi_opt = psi_dense / (1 + (zero >= 1) * (dp - 1)) + psi_experts / (1 + (zero >= 1) * (edp - 1))
     opt_tmp = optimizer_step_transient_bytes(m, psi_opt, is_gpu, (off < 1) * 1, 4 + pure * (e - 4))
     step_peak = training_step_peak_bytes(m, b, s, e, eager, rc, e, tp, persistent, grad_fraction,
                                          optimizer_transient=opt_tmp) + lora * g
     tensors = params + o + step_peak
     other = framework_bytes(mach, tensors)
-    host = states.host_bytes_per_device(psi, e, zero, dp, off, optimizer, pure)
+    host = states.host_bytes_per_device(psi_dense, e, zero, dp, off, optimizer, pure) \
+        + states.host_bytes_per_device(psi_experts, e, zero, edp, off, optimizer, pure)
     return {mn.PARAMS_BYTES: params, mn.GRADS_BYTES: g, mn.OPTIMIZER_BYTES: o, mn.ACTIVATIONS_BYTES: activations,
             "step_peak_bytes": step_peak, mn.OTHER_BYTES: other, mn.TOTAL_BYTES: tensors + other,
             "host_bytes": host}

@@ -24,6 +24,7 @@ QUICK_STEP_MODULES: list[str] = [
     "llmdissect.suites.quick_train",
     "llmdissect.suites.quick_deepspeed",
     "llmdissect.suites.quick_infer",
+    "llmdissect.suites.quick_moe",
     "llmdissect.suites.quick_comm",
     "llmdissect.suites.quick_serve",
     "llmdissect.suites.quick_estimate",

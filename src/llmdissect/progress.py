@@ -7,6 +7,7 @@ moves the bar after that file (`run_with_progress`).
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import threading
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from typing import Any
 def report(config: dict[str, Any], done: int, total: int, current: str) -> None:
     """Child side: record progress (atomically) where the parent looks for it."""
     path = config.get("progress_path")
-    if not path:
+    if not path or int(os.environ.get("RANK", "0")) != 0:  # one writer: the ranks of a run share the file
         return
     tmp = Path(path + ".tmp")
     tmp.write_text(json.dumps({"done": done, "total": total, "current": current}))

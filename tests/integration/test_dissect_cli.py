@@ -55,6 +55,26 @@ def test_dissect_infer_prefill_and_decode(db_path):
     assert m["modules_s"]["MLP"] > 0 and m["modules_s"]["attention core"] > 0
 
 
+@pytest.mark.slow
+def test_dissect_expert_parallel_moe_step_has_its_all_to_alls_as_communication(db_path, tmp_path):
+    trace = tmp_path / "ep.json"
+    proc = run_cli("dissect", "pretrain", "--model", "tiny-moe", "--seq", "32", "--micro-batch", "2", "--warmup", "1",
+                   "--profile-steps", "1", "--nproc", "2", "--ep", "2", "--trace", str(trace), "--db", str(db_path),
+                   "--json", timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rec = json.loads(proc.stdout)
+    m = rec["metrics"]
+    assert rec["config"]["ep"] == 2 and rec["config"]["nproc"] == 2
+    assert set(m["modules_share"]) == CATEGORIES | {"router", "experts"}  # tiny-moe has no shared experts
+    for step in m["per_step"]:
+        # rank 0's step: the collectives it waited in are moved out of the modules that called them, once
+        assert step["attributed_s"] == pytest.approx(step["step_s"], rel=0.02)
+        assert sum(step["phases_s"].values()) == pytest.approx(step["step_s"], rel=0.02)
+    # the dispatch and combine all-to-alls (and DDP's all-reduce) are on the step's path
+    assert m["modules_s"]["communication"] > 0 and m["modules_s"]["experts"] > 0 and m["modules_s"]["router"] > 0
+    assert trace.exists()  # rank 0 writes it; the other rank does not race it
+
+
 @pytest.mark.parametrize("args,fragment", [
     (["pretrain", "--trace", "/nonexistent/dir/t.json"], "--trace"),
     (["pretrain", "--profile-steps", "0"], "--profile-steps"),

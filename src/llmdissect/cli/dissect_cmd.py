@@ -60,9 +60,11 @@ def pretrain(model: str = tc.M, recompute: str = tc.RECOMPUTE, attn: str = tc.AT
              optimizer: str = tc.OPT, micro_batch: int = tc.MB, seq: int = tc.SEQ, grad_accum: int = tc.ACCUM,
              warmup: int = tc.WARM, compile_: bool = tc.COMPILE, data: Optional[str] = tc.DATA,
              tokenizer: Optional[str] = tc.TOK, seed: int = tc.SEED, device: str = tc.DEVICE, lr: float = tc.LR,
+             nproc: int = tc.NPROC, zero: int = tc.ZERO, ep: int = tc.EP,
              profile_steps: int = STEPS, trace: Optional[Path] = TRACE, timeout: float = tc.TIMEOUT,
              threads: Optional[int] = tc.THREADS, db: DbPath = DbOpt, json_out: bool = JsonOpt) -> None:
-    """Profile pre-training steps (the options of `bench pretrain`, one process)."""
+    """Profile pre-training steps (the options of `bench pretrain`; with --nproc, rank 0's
+    profile, its collectives as `communication`)."""
     _run("pretrain", locals())
 
 
@@ -71,10 +73,12 @@ def finetune(model: str = tc.M, method: str = typer.Option("lora", "--method", h
              lora_targets: str = typer.Option("q_proj,k_proj,v_proj,o_proj", "--lora-targets"),
              recompute: str = tc.RECOMPUTE, attn: str = tc.ATTN, dtype: str = tc.DTYPE, optimizer: str = tc.OPT,
              micro_batch: int = tc.MB, seq: int = tc.SEQ, grad_accum: int = tc.ACCUM, warmup: int = tc.WARM,
-             seed: int = tc.SEED, device: str = tc.DEVICE, lr: float = tc.LR, profile_steps: int = STEPS,
+             seed: int = tc.SEED, device: str = tc.DEVICE, lr: float = tc.LR, nproc: int = tc.NPROC,
+             zero: int = tc.ZERO, ep: int = tc.EP, profile_steps: int = STEPS,
              trace: Optional[Path] = TRACE, timeout: float = tc.TIMEOUT, threads: Optional[int] = tc.THREADS,
              db: DbPath = DbOpt, json_out: bool = JsonOpt) -> None:
-    """Profile fine-tuning steps: full, LoRA or QLoRA (the options of `bench finetune`, one process)."""
+    """Profile fine-tuning steps: full, LoRA or QLoRA (the options of `bench finetune`; with
+    --nproc, rank 0's profile)."""
     _run("finetune", locals())
 
 

@@ -32,7 +32,7 @@ MOE_CATEGORIES = ("router", "experts", "shared experts")
 _ATTN_PROJ = ("q_proj", "k_proj", "v_proj", "o_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj")
 _LAYER = re.compile(r"(^|\.)layers\.\d+$")
 FORWARD_PHASES = ("forward", "prefill", "decode")
-COMM_PREFIXES = ("c10d::", "gloo:", "nccl:", "record_param_comms")
+COMM_PREFIXES = ("c10d::", "_c10d_functional::", "gloo:", "nccl:", "record_param_comms")
 
 
 def module_category(name: str) -> str | None:
@@ -174,7 +174,7 @@ def _one_step(events: list[Any], phases: list[Any], seq_category: dict[int, str]
     phase_s["communication"] = 0.0
     for p in phases:
         phase_s[p.name.split(":", 1)[1]] = phase_s.get(p.name.split(":", 1)[1], 0.0) + _dur_s(p)
-    comm = [e for e in events if e.name.startswith(COMM_PREFIXES) and not _ancestor(e, "c10d::")]
+    comm = step_communication(events, phases)
     for e in comm:
         ph = _ancestor(e, "phase:")
         if ph is not None:
@@ -197,6 +197,10 @@ def _one_step(events: list[Any], phases: list[Any], seq_category: dict[int, str]
     bwd_s = sum(_dur_s(p) for p in phases if p.name == "phase:backward")
     cat["other"] += max(0.0, fwd_s - top_fwd) + max(0.0, bwd_s - bwd_attr)
     cat["other"] += max(0.0, step_s - sum(_dur_s(p) for p in phases))  # between phases (generate's own loop)
+    for e in comm:  # counted above where it ran (a module, a backward node, between modules); it is communication
+        where = _counted_in(e, seq_category)
+        if where is not None:
+            cat[where] -= _dur_s(e)
     for c in MOE_CATEGORIES:
         if cat[c] == 0.0 and not any(e.name.startswith(f"mod:{c}:") for e in fwd_mod):
             del cat[c]
@@ -204,6 +208,43 @@ def _one_step(events: list[Any], phases: list[Any], seq_category: dict[int, str]
     return {"step_s": step_s, "phases_s": phase_s, "modules_s": cat, "attributed_s": total,
             "modules_share": {k: v / total for k, v in cat.items()},
             "phases_share": {k: v / step_s for k, v in phase_s.items()}}
+
+
+def step_communication(events: list[Any], phases: list[Any]) -> list[Any]:
+    """The collectives the step's own thread spent its time in: the outermost communication
+    events on the thread that ran the phases (a synchronous call, a launch, the wait for an
+    asynchronous one). The backend's worker threads (gloo's) run the transfers alongside,
+    often hidden behind compute, so they are not the step's time."""
+    threads = {p.thread for p in phases}
+    return [e for e in events if e.name.startswith(COMM_PREFIXES) and e.thread in threads
+            and not _comm_ancestor(e)]
+
+
+def _comm_ancestor(e: Any) -> bool:
+    p = e.cpu_parent
+    while p is not None:
+        if p.name.startswith(COMM_PREFIXES):
+            return True
+        p = p.cpu_parent
+    return False
+
+
+def _counted_in(e: Any, seq_category: dict[int, str]) -> str | None:
+    """The category whose time includes the communication event `e` before it is moved out."""
+    phase = _phase_of(e)
+    if phase == "optimizer":
+        return None  # the optimizer's category is its phase's time, which already excludes it
+    if phase in FORWARD_PHASES:
+        mod = _ancestor(e, "mod:")
+        return mod.name.split(":")[1] if mod is not None else "other"
+    if phase == "backward":
+        node, p = None, e.cpu_parent
+        while p is not None:  # the outermost autograd node, as the backward attribution takes them
+            if p.name.startswith("autograd::engine::evaluate_function"):
+                node = p
+            p = p.cpu_parent
+        return seq_category.get(node.sequence_nr, "other") if node is not None else "other"
+    return "other"
 
 
 def _phase_of(e: Any) -> str | None:

@@ -26,6 +26,7 @@ class DissectPlan:
     target: str
     child_config: dict[str, Any]
     record_config: dict[str, Any]
+    nproc: int = 1
 
 
 def check_profile(profile_steps: int, trace: Optional[Path]) -> Optional[str]:
@@ -41,19 +42,21 @@ def check_profile(profile_steps: int, trace: Optional[Path]) -> Optional[str]:
 
 
 def train_plan(kind: str, *, profile_steps: int, trace: Optional[Path] = None, **options: Any) -> DissectPlan:
-    """A training point from TrainConfig fields given as keywords (`options`), profiled in one
-    process. The child times its own steps (`profile_steps` pairs), so the config's timed
-    `steps` is 1."""
+    """A training point from TrainConfig fields given as keywords (`options`), profiled on
+    every rank of one node (rank 0's profile is kept). The child times its own steps
+    (`profile_steps` pairs), so the config's timed `steps` is 1."""
     from llmdissect.workloads.train_config import record_config
     from llmdissect.workloads.train_launch import prepare
 
     cfg = prepare(kind, steps=1, **options)
-    if cfg.world_size > 1:
-        raise UserError("dissect profiles one process; run it without --nproc/--nnodes (communication is 0 there)")
+    if cfg.nnodes > 1:
+        raise UserError("dissect profiles the processes of one node; run it without --nnodes")
+    if cfg.engine == "deepspeed":
+        raise UserError("dissect runs the DDP, FSDP2 and expert-parallel engines; DeepSpeed's steps are not marked")
     trace_path = check_profile(profile_steps, trace)
     rec = {"what": "dissect", "workload": kind, **record_config(cfg), "profile_steps": profile_steps}
     return DissectPlan(TRAIN_TARGET, {"train": cfg.model_dump(), "profile_steps": profile_steps,
-                                      "trace": trace_path}, rec)
+                                      "trace": trace_path}, rec, nproc=cfg.nproc)
 
 
 def infer_plan(*, profile_steps: int, trace: Optional[Path] = None, batch: int, input_len: int, output_len: int,
@@ -92,6 +95,7 @@ def run_dissect(plan: DissectPlan, *, timeout_s: float | None, threads: int | No
     from llmdissect.results.schema import utc_now
 
     started = utc_now()
-    child = run_with_progress(lambda cfg: run_child(plan.target, cfg, timeout_s=timeout_s, threads=threads),
+    child = run_with_progress(lambda cfg: run_child(plan.target, cfg, nproc=plan.nproc, timeout_s=timeout_s,
+                                                    threads=threads),
                               plan.child_config, "dissect", progress)
     return record_from_child(mn.OPS, plan.record_config, child, capture_env(), started_at=started), child

@@ -123,7 +123,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         result = attribute(prof.events(), 1, top_n=1000)
         steps += result["steps"]
         add_top_ops(ops, result)
-        if i == 0 and trace:
+        if i == 0 and trace and ctx.rank == 0:
             prof.export_chrome_trace(trace)
     for h in handles:
         h.remove()

@@ -88,3 +88,23 @@ def test_bench_infer_runs_the_tiny_moe_and_counts_the_experts_reached():
     assert m["weights_bytes"] - m["weights_bytes_read_per_step"] == pytest.approx(
         spec.params_embedding * 4 + routed * 6 / 8, rel=1e-6)
     assert m["weights_bytes_read_per_step"] > head
+
+
+@pytest.mark.parametrize("targets", ["q_proj,v_proj,experts", "experts"])
+def test_lora_on_the_routed_experts_trains_what_the_estimate_counts(targets):
+    """PEFT's target_parameters on the stacked expert weights: the adapters the real model
+    trains are those `lora_params` counts (E r (in + out) per expert weight and MoE layer)."""
+    import torch
+
+    from llmdissect.perfmodel.weights import lora_params
+    from llmdissect.techniques.lora import apply_lora
+
+    spec = get_model("tiny-moe")
+    model = apply_lora(build_model(spec), "lora", 8, 16, targets.split(","), torch.float32)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert trainable == lora_params(spec, 8, tuple(targets.split(",")))
+    ids = torch.randint(0, spec.vocab_size, (2, 16), generator=torch.Generator().manual_seed(0))
+    model(input_ids=ids, labels=ids).loss.backward()
+    grads = [n for n, p in model.named_parameters() if p.grad is not None]
+    assert grads and all("lora_" in n for n in grads)  # the experts' own weights stay frozen
+    assert any("experts" in n for n in grads)

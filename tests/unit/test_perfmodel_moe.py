@@ -169,3 +169,24 @@ def test_routing_activation_bytes_closed_form():
     m = get_model("mixtral-8x7b")
     assert moe.routing_activation_bytes(m, 2, 1024, 2) == 2 * 1024 * (4 * 8 + 2 * 2 * 4096 * 2)
     assert moe.routing_activation_bytes(get_model("llama3-8b"), 2, 1024, 2) == 0
+
+
+def test_lora_on_experts_closed_form_and_all_leaves_them_out():
+    from llmdissect.perfmodel.weights import lora_params, resolve_lora_targets
+
+    m = get_model("tiny-moe")  # 4 MoE layers, 8 experts of width 256, hidden 256
+    h, fe, E, r = 256, 256, 8, 8
+    assert lora_params(m, r, ("experts",)) == 4 * E * r * ((h + 2 * fe) + (fe + h))
+    assert "experts" not in resolve_lora_targets(m, ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                                     "down_proj"))
+    with pytest.raises(UserError, match="unknown LoRA target"):
+        lora_params(get_model("llama2-7b"), 8, ("experts",))  # a dense model has none
+
+
+def test_expert_adapter_cost_is_the_merged_delta():
+    from llmdissect.perfmodel import op_costs as opc
+
+    c = opc.lora_expert_adapter(8, 512, 256, 4, 2, "fwd")
+    assert c.flops == 2 * 8 * 512 * 256 * 4  # B_e A_e for every expert, whatever the tokens
+    assert c.bytes == 2 * (4 * 8 * 512 * 256 + 8 * 4 * (512 + 256))
+    assert opc.lora_expert_adapter(8, 512, 256, 4, 2, "bwd").flops == 2 * c.flops

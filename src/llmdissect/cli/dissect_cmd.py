@@ -70,7 +70,8 @@ def pretrain(model: str = tc.M, recompute: str = tc.RECOMPUTE, attn: str = tc.AT
 
 def finetune(model: str = tc.M, method: str = typer.Option("lora", "--method", help="full | lora | qlora."),
              lora_rank: int = typer.Option(8, "--lora-rank"), lora_alpha: int = typer.Option(16, "--lora-alpha"),
-             lora_targets: str = typer.Option("q_proj,k_proj,v_proj,o_proj", "--lora-targets"),
+             lora_targets: str = typer.Option("q_proj,k_proj,v_proj,o_proj", "--lora-targets",
+                                              help="Modules with adapters; `experts`: a MoE model's routed experts."),
              recompute: str = tc.RECOMPUTE, attn: str = tc.ATTN, dtype: str = tc.DTYPE, optimizer: str = tc.OPT,
              micro_batch: int = tc.MB, seq: int = tc.SEQ, grad_accum: int = tc.ACCUM, warmup: int = tc.WARM,
              seed: int = tc.SEED, device: str = tc.DEVICE, lr: float = tc.LR, nproc: int = tc.NPROC,

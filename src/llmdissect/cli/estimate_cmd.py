@@ -42,7 +42,8 @@ def estimate(
                                                                 "[as bench pretrain picks]."),
     lora_rank: Optional[int] = typer.Option(None, "--lora-rank", help="LoRA rank (finetune; 0 = full)."),
     lora_targets: Optional[str] = typer.Option(None, "--lora-targets", help="Modules with adapters "
-                                               "[q_proj,k_proj,v_proj,o_proj] or 'all'."),
+                                               "[q_proj,k_proj,v_proj,o_proj], 'all', or 'experts' "
+                                               "(a MoE model's routed experts)."),
     lora_dropout: Optional[str] = typer.Option(None, "--lora-dropout", help="none | input | output: where the "
                                                "adapters' dropout acts (finetune) [none]."),
     quant: str = typer.Option("none", "--quant", help="none | int8 | int8-bnb | nf4 | ... (QLoRA base, or "

@@ -139,7 +139,8 @@ def pretrain(model: str = M, engine: Optional[str] = ENGINE, zero: int = ZERO, o
 
 def finetune(model: str = M, method: str = typer.Option("lora", "--method", help="full | lora | qlora (NF4 base)."),
              lora_rank: int = typer.Option(8, "--lora-rank"), lora_alpha: int = typer.Option(16, "--lora-alpha"),
-             lora_targets: str = typer.Option("q_proj,k_proj,v_proj,o_proj", "--lora-targets"),
+             lora_targets: str = typer.Option("q_proj,k_proj,v_proj,o_proj", "--lora-targets",
+                                              help="Modules with adapters; `experts`: a MoE model's routed experts."),
              engine: Optional[str] = ENGINE, zero: int = ZERO, offload: str = OFFLOAD,
              recompute: str = RECOMPUTE, attn: str = ATTN, dtype: str = DTYPE, optimizer: str = OPT,
              micro_batch: int = MB, seq: int = SEQ, grad_accum: int = ACCUM, steps: int = STEPS, warmup: int = WARM,

@@ -50,6 +50,8 @@ def check_ep(cfg: Any, spec: Any) -> None:
         raise UserError("--ep runs with DDP for the dense part (ZeRO-0): drop --engine, --zero and --offload")
     if cfg.compile:
         raise UserError("--compile does not combine with --ep here")
+    if cfg.method != "full" and "experts" in cfg.lora_targets.split(","):
+        raise UserError("--ep splits the experts' weights, which LoRA on `experts` wraps: adapt the attention only")
 
 
 class _ExpertGroup:

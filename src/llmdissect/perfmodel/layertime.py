@@ -139,6 +139,12 @@ def layer_adapter_time_s(c: Ceilings, m: ModelSpec, tokens, e, rank, targets, dr
     shapes = wt.layer_linear_shapes(m, moe_layer=False)
     total = 0.0
     for t in targets:
+        if t == wt.EXPERTS_TARGET:  # merged into the expert weights each pass, in the MoE layers only
+            for n, k in wt.expert_lora_shapes(m):
+                cost = opc.lora_expert_adapter(m.num_experts, n, k, rank, e, passes)
+                total = total + m.moe_layers / m.num_layers * op_time_s(cost.flops, cost.bytes,
+                                                                        c.gemm_flops_per_s(), c.bytes_per_s())
+            continue
         n, k = shapes[t]
         k, n = (k / tp, n) if t in ROW_PARALLEL else (k, n / tp)
         cost = opc.lora_adapter(tokens, k, n, rank, e, passes, dropout)

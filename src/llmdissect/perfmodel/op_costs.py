@@ -126,6 +126,23 @@ def lora_adapter(T, k, n, r, e, passes: str = "fwd", dropout=0) -> Cost:
     return Cost(_times(passes) * 2 * T * r * (k + n), io + rank_io + weights + drop)
 
 
+def lora_expert_adapter(E, n, k, r, e, passes: str = "fwd") -> Cost:
+    """LoRA on a stacked expert weight W [E, n, k] (every routed expert of a layer), as PEFT's
+    ParamWrapper runs it (`target_parameters`, peft >= 0.17: lora/layer.py get_delta_weight
+    and _activate_lora): each forward builds every expert's delta s B_e A_e (rank r) and adds
+    it to the frozen weight before the experts run, whatever tokens reach them.
+
+    - fwd: the einsum writes the delta [E, n, k] (2 E n k r FLOPs), the sum reads W and the
+      delta and writes the merged weight: 4 E n k elements moved.
+    - bwd: the merged weight's gradient [E, n, k] is read back through the sum and the einsum
+      (dA, dB: 4 E n k r FLOPs), written and read once more: 3 E n k elements.
+
+    A and B (r (n + k) per expert) are read, and in backward their gradients written."""
+    bwd = _bwd(passes)
+    weights = (2 if bwd else 1) * e * E * r * (n + k)
+    return Cost(_times(passes) * 2 * E * n * k * r, e * E * n * k * (3 if bwd else 4) + weights)
+
+
 # ---- attention -----------------------------------------------------------------------
 
 def attention_pairs(s, causal=1):

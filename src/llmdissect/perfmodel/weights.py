@@ -129,19 +129,31 @@ def model_weight_bytes(m: ModelSpec, quant: str, dtype_bytes: float) -> int:
 MLP_NAMES = ("gate_proj", "up_proj", "down_proj")
 
 
+EXPERTS_TARGET = "experts"
+"""LoRA on every routed expert of the MoE layers (their stacked gate_up and down weights)."""
+
+
 def lora_target_names(m: ModelSpec) -> tuple[str, ...]:
-    """The linears LoRA may adapt: the attention's projections, and a dense model's MLP (a
-    MoE layer's experts and router are not modelled as targets)."""
-    return tuple(t for t in layer_linear_shapes(m, moe_layer=False) if not (m.is_moe and t in MLP_NAMES))
+    """The linears LoRA may adapt: the attention's projections, a dense model's MLP, and a
+    MoE model's routed experts (`experts`; its router and dense first layers are not targets)."""
+    names = tuple(t for t in layer_linear_shapes(m, moe_layer=False) if not (m.is_moe and t in MLP_NAMES))
+    return names + ((EXPERTS_TARGET,) if m.is_moe and m.model_type != "gpt_oss" else ())
+
+
+def expert_lora_shapes(m: ModelSpec) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(out, in) of one expert's two weights that `experts` adapts: gate_up [2 fe, h], down [h, fe]."""
+    h, fe = m.hidden_size, m.expert_intermediate_size
+    return (2 * fe, h), (h, fe)
 
 
 def resolve_lora_targets(m: ModelSpec, targets: tuple[str, ...]) -> tuple[str, ...]:
     """`targets` for this model: the default (q, k, v, o) becomes MLA's five projections,
-    `all` every target name; anything the model lacks is a UserError."""
+    `all` every linear of the attention and the dense MLP (the experts only when named);
+    anything the model lacks is a UserError."""
     if m.is_mla and tuple(targets) == LORA_TARGETS_DEFAULT:
-        return tuple(t for t in lora_target_names(m) if t not in MLP_NAMES)
+        return tuple(t for t in lora_target_names(m) if t not in MLP_NAMES and t != EXPERTS_TARGET)
     if tuple(targets) == LINEAR_NAMES:  # `all`
-        return lora_target_names(m)
+        return tuple(t for t in lora_target_names(m) if t != EXPERTS_TARGET)
     unknown = [t for t in targets if t not in lora_target_names(m)]
     if unknown:
         raise UserError(f"unknown LoRA target(s) {', '.join(unknown)} for {m.name}; choose from "
@@ -152,10 +164,15 @@ def resolve_lora_targets(m: ModelSpec, targets: tuple[str, ...]) -> tuple[str, .
 def lora_params(m: ModelSpec, rank: int, targets: tuple[str, ...] = LORA_TARGETS_DEFAULT) -> int:
     """Trainable parameters of LoRA adapters (Hu et al., arXiv 2106.09685): each targeted
     linear W (out x in) gets A (rank x in) and B (out x rank), r (in + out) parameters.
-    MLA's default targets are its five attention projections; a MoE model's MLP (experts,
-    router) is not a LoRA target here."""
+    MLA's default targets are its five attention projections. `experts` gives each routed
+    expert of every MoE layer its own A and B on its gate_up and down weights (PEFT's
+    target_parameters)."""
     shapes = layer_linear_shapes(m, moe_layer=False)
-    return m.num_layers * sum(rank * (shapes[t][0] + shapes[t][1]) for t in resolve_lora_targets(m, targets))
+    resolved = resolve_lora_targets(m, targets)
+    linear = m.num_layers * sum(rank * (shapes[t][0] + shapes[t][1]) for t in resolved if t != EXPERTS_TARGET)
+    experts = (EXPERTS_TARGET in resolved) * m.moe_layers * m.num_experts * sum(
+        rank * (o + i) for o, i in expert_lora_shapes(m))
+    return linear + experts
 
 
 def parse_lora_targets(text: str) -> tuple[str, ...]:

@@ -32,6 +32,11 @@ def apply_lora(model: Any, method: str, rank: int, alpha: int, targets: list[str
 
     if method == "qlora":
         model = quantized_nf4_base(model, compute_dtype)
-    config = LoraConfig(r=rank, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0, bias="none",
-                        task_type="CAUSAL_LM")
+    from llmdissect.perfmodel.weights import EXPERTS_TARGET
+
+    modules = [t for t in targets if t != EXPERTS_TARGET]
+    # the routed experts are stacked 3-D parameters, not nn.Linear: PEFT adapts them by name
+    params = ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"] if EXPERTS_TARGET in targets else None
+    config = LoraConfig(r=rank, lora_alpha=alpha, target_modules=modules, target_parameters=params,
+                        lora_dropout=0.0, bias="none", task_type="CAUSAL_LM")
     return get_peft_model(model, config)

@@ -27,7 +27,8 @@ def test_train_plan_is_the_bench_config_in_one_process(tmp_path):
 
 @pytest.mark.parametrize("workload,options,fragment", [
     ("pretrain", dict(profile_steps=0), "--profile-steps"),
-    ("pretrain", dict(profile_steps=1, nproc=2), "one process"),
+    ("pretrain", dict(profile_steps=1, nnodes=2, rdzv_endpoint="127.0.0.1:29500"), "one node"),
+    ("pretrain", dict(profile_steps=1, nproc=2, engine="deepspeed"), "DeepSpeed"),
     ("finetune", dict(profile_steps=1, method="dora"), "--method"),
     ("pretrain", dict(profile_steps=1, no_such_option=1), "--no-such-option"),
     ("infer", dict(profile_steps=1, batch=0, input_len=1, output_len=1, cache="dynamic", quant="none"), "--batch")])

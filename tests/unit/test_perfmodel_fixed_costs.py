@@ -21,9 +21,20 @@ HUGE = {"peak_flops_per_s": {"fp32": 1e30}, "memory_bandwidth_bytes_per_s": 1e30
 def test_a_layer_pays_a_fixed_cost_per_operator_of_the_table():
     c = Ceilings(1e30, 1e30, {"gemm": 1, "attention": 1, "memory": 1}, op_fixed_s=50e-6)
     assert len(opc.LAYER_FORWARD_OPS) == 14
-    assert lt.layer_fixed_s(c) == pytest.approx(14 * 50e-6)
     m = get_model("tiny-llama")
+    assert opc.layer_forward_ops(m) == 14
     assert lt.layer_forward_time_s(c, m, 1, 1, 4, 0, 0) == pytest.approx(14 * 50e-6)
+
+
+def test_another_family_pays_in_proportion_to_its_operators():
+    # Qwen3-MoE: 100 aten operators a layer against Llama's 53 (op_costs.LAYER_ATEN_OPS)
+    c = Ceilings(1e30, 1e30, {"gemm": 1, "attention": 1, "memory": 1}, op_fixed_s=50e-6)
+    assert opc.layer_forward_ops(get_model("tiny-moe")) == pytest.approx(14 * 100 / 53)
+    assert lt.layer_forward_time_s(c, get_model("tiny-moe"), 1, 1, 4, 0, 0) == pytest.approx(14 * 100 / 53 * 50e-6)
+    # DeepSeek-V3: 3 dense first layers of 87, 58 MoE layers of 141, the mean of the two
+    ds = get_model("deepseek-v3")
+    assert opc.layer_forward_ops(ds) == pytest.approx(14 * (3 * 87 + 58 * 141) / 61 / 53)
+    assert opc.layer_forward_ops(get_model("gemma3-12b")) == 14  # not counted: taken as Llama
 
 
 def test_tpot_at_vanishing_rooflines_is_the_sum_of_the_fixed_costs():

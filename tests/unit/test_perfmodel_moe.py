@@ -190,3 +190,47 @@ def test_expert_adapter_cost_is_the_merged_delta():
     assert c.flops == 2 * 8 * 512 * 256 * 4  # B_e A_e for every expert, whatever the tokens
     assert c.bytes == 2 * (4 * 8 * 512 * 256 + 8 * 4 * (512 + 256))
     assert opc.lora_expert_adapter(8, 512, 256, 4, 2, "bwd").flops == 2 * c.flops
+
+
+@pytest.mark.parametrize("name", ["tiny-moe", "tiny-mla", "deepseek-v3"])
+def test_moe_mlp_gemms_are_the_dense_equivalent_work_split_per_expert(name):
+    from llmdissect.perfmodel.layertime import layer_gemm_shapes, moe_mlp_gemms
+
+    m = get_model(name)
+    shapes = layer_gemm_shapes(m)
+    (k, n), (dk, dn) = shapes[-2], shapes[-1]
+    for tokens in (1, 7, 512):
+        for kk, nn, down in ((k, n, False), (dk, dn, True)):
+            pieces = moe_mlp_gemms(m, tokens, kk, nn, down)
+            assert sum(c * r * a * b for c, r, a, b in pieces) == pytest.approx(tokens * kk * nn)
+        reached, rows = pieces[0][0], pieces[0][1]
+        assert reached * rows == pytest.approx(tokens * m.experts_per_token)  # every routed copy, once
+    assert moe_mlp_gemms(m, 1, k, n, False)[0][0] == pytest.approx(m.experts_per_token)  # one token: its k
+
+
+def test_small_expert_gemms_run_at_their_own_lower_efficiency():
+    from llmdissect.perfmodel import op_costs as opc
+    from llmdissect.perfmodel.layertime import layer_gemm_shapes, layer_gemm_time_s
+    from llmdissect.perfmodel.roofline import Ceilings
+
+    m = get_model("tiny-moe")
+    curve = [(1e5, 0.05), (1e9, 0.8)]  # small GEMMs reach less of the peak (bench ops' curve)
+    c = Ceilings(1e12, 1e30, {"gemm": 0.8, "attention": 1, "memory": 1}, gemm_efficiency_by_flops=curve)
+    flat = Ceilings(1e12, 1e30, {"gemm": 0.8, "attention": 1, "memory": 1})
+    flops = sum(opc.linear_flops(256, k, n) for k, n in layer_gemm_shapes(m))
+    # one efficiency for every size: the split into experts changes nothing
+    assert layer_gemm_time_s(flat, m, 256, 4, 0) == pytest.approx(flops / (1e12 * 0.8))
+    # by size: 8 expert GEMMs of 64 rows cost more than one of 256 rows and 2 experts' width
+    from llmdissect.perfmodel.roofline import gemm_time_s
+    as_dense = sum(gemm_time_s(c, opc.linear_flops(256, k, n), 0, (256, k, n)) for k, n in layer_gemm_shapes(m))
+    assert layer_gemm_time_s(c, m, 256, 4, 0) > 1.2 * as_dense
+
+
+def test_moe_routing_bytes_closed_form():
+    from llmdissect.perfmodel import op_costs as opc
+
+    T, k, h, E, e = 256, 2, 256, 8, 4
+    fwd = opc.moe_routing(T, k, h, E, e)
+    # fp32 logits read and written; each routed copy gathered (2), combined (3), weighted (2)
+    assert fwd.bytes == 8 * T * E + 7 * e * T * k * h
+    assert opc.moe_routing(T, k, h, E, e, "bwd").bytes == 2 * fwd.bytes

@@ -23,7 +23,7 @@ from llmdissect.perfmodel.layertime import (
     layer_forward_time_s,
     layer_gemm_time_s,
 )
-from llmdissect.perfmodel.op_costs import LAYER_FORWARD_OPS
+from llmdissect.perfmodel.op_costs import layer_forward_ops
 from llmdissect.perfmodel.roofline import attention_time_s, memory_time_s
 from llmdissect.perfmodel.trainmodel import framework_bytes
 from llmdissect.specs.models import ModelSpec
@@ -71,7 +71,7 @@ def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp,
     # every layer's operators pay their fixed cost again for each new token (launched while the
     # kernels run on a GPU: the longer of the two), as does generate's own loop
     kernels = gemm + attn + append + m.num_layers * layer_elementwise_time_s(c, m, b, e, tp)
-    layers = m.num_layers * launch_bound(c, kernels / m.num_layers, len(LAYER_FORWARD_OPS))
+    layers = m.num_layers * launch_bound(c, kernels / m.num_layers, layer_forward_ops(m))
     tp_comm = comm.tensor_parallel_comm_s(net, b * m.hidden_size * e, tp, m.num_layers, 1)
     tpot = layers + head + c.generate_step_s + tp_comm
     e2e = prefill + (n_out - 1) * tpot

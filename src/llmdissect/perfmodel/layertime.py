@@ -9,12 +9,14 @@ per class the roofline applies, so the counts must be the same ones):
   moving the weights once and each input and output once;
 - attention core: causal kernels (sdpa/flash) score the unmasked s(s+1)/2 pairs, eager the
   full square, and eager also writes and re-reads the b a s^2 scores (4 passes);
-- element-wise: two RMSNorms, RoPE on q and k, SwiGLU, two residual adds.
+- element-wise: two RMSNorms, RoPE on q and k, SwiGLU, two residual adds; in a MoE layer
+  the routing, dispatch and combine (op_costs.moe_routing).
 
 Scalars or numpy arrays throughout.
 """
 from __future__ import annotations
 
+from llmdissect.perfmodel import moe
 from llmdissect.perfmodel import op_costs as opc
 from llmdissect.perfmodel import weights as wt
 from llmdissect.perfmodel.roofline import Ceilings, attention_time_s, gemm_time_s, memory_time_s, op_time_s
@@ -75,19 +77,41 @@ def model_param_tensors(m: ModelSpec) -> list[tuple[int, int]]:
 
 def layer_gemm_time_s(c: Ceilings, m: ModelSpec, tokens, e, weight_bytes, tp=1):
     """The layer's GEMMs, each at the efficiency of its own size; `weight_bytes` is the
-    layer's (possibly quantized) weights, shared among them by their number of weights."""
+    layer's (possibly quantized) weights, shared among them by their number of weights. A
+    MoE layer's MLP runs as its experts do (moe_mlp_gemms): one GEMM per expert reached."""
     shapes = layer_gemm_shapes(m)
     weights = sum(k * n for k, n in shapes)
-    # under TP each rank runs a 1/tp slice of every product (columns or rows alike here)
-    return sum(gemm_time_s(c, opc.linear_flops(tokens, k, n) / tp,
-                           (weight_bytes * k * n / weights + opc.linear_io_bytes(tokens, k, n, e)) / tp,
-                           (tokens, k, n / tp))
-               for k, n in shapes)
+    mlp_from = len(attention_gemm_shapes(m))
+    total = 0.0
+    for i, (k, n) in enumerate(shapes):
+        flops = opc.linear_flops(tokens, k, n) / tp
+        nbytes = (weight_bytes * k * n / weights + opc.linear_io_bytes(tokens, k, n, e)) / tp
+        if not m.is_moe or i < mlp_from:
+            # under TP each rank runs a 1/tp slice of every product (columns or rows alike here)
+            total = total + gemm_time_s(c, flops, nbytes, (tokens, k, n / tp))
+            continue
+        for count, rows, gk, gn in moe_mlp_gemms(m, tokens, k, n, down=i == len(shapes) - 1):
+            share = count * rows * gk * gn / (tokens * k * n)  # of this dense-equivalent GEMM's work
+            total = total + count * gemm_time_s(c, flops * share / count, nbytes * share / count, (rows, gk, gn / tp))
+    return total
 
 
-def layer_fixed_s(c: Ceilings, passes=1):
-    """The fixed cost of a layer's operators (op_costs.LAYER_FORWARD_OPS), per pass."""
-    return passes * len(opc.LAYER_FORWARD_OPS) * c.op_fixed_s
+def moe_mlp_gemms(m: ModelSpec, tokens, k, n, down: bool):
+    """The GEMMs one dense-equivalent MLP matrix of a MoE layer (layer_gemm_shapes: k x n,
+    its width the token's k experts and the shared ones side by side) stands for, as
+    (count, rows, k, n): the routed part is one GEMM per expert reached
+    (moe.expected_distinct_experts, uniform routing), each over the T x k / reached tokens
+    sent to it, as transformers' grouped experts run them (arXiv 2211.15841, MegaBlocks,
+    section 2: a MoE layer's expert computation is a batch of per-expert GEMMs whose row
+    counts are set by routing); the shared experts are one GEMM over all tokens. The same
+    FLOPs as the dense-equivalent matrix, at the efficiency of their own, smaller sizes."""
+    fe, ke, fs = m.expert_intermediate_size, m.experts_per_token, m.num_shared_experts * m.expert_intermediate_size
+    reached = moe.expected_distinct_experts(m.num_experts, ke, tokens)
+    rows = tokens * ke / reached
+    pieces = [(reached, rows, fe, n) if down else (reached, rows, k, fe)]
+    if fs:
+        pieces.append((1, tokens, fs, n) if down else (1, tokens, k, fs))
+    return pieces
 
 
 def layer_attention_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, tp=1):
@@ -106,7 +130,9 @@ def layer_elementwise_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1):
     replicated = 2 * opc.rmsnorm(tokens, h, e).bytes + 2 * opc.residual_add(tokens, h, e).bytes
     sharded = (opc.rope(tokens, m.q_dim, m.kv_dim, m.head_dim, e).bytes
                + opc.mlp_activation(tokens, m.mlp_token_width, e, m.gated_mlp).bytes)
-    return memory_time_s(c, replicated + sharded / tp)
+    # a MoE layer's routing, dispatch and combine (the mean over the model's layers)
+    routing = m.moe_layers / m.num_layers * opc.moe_routing(tokens, m.experts_per_token, h, m.num_experts, e).bytes
+    return memory_time_s(c, replicated + sharded / tp + routing)
 
 
 def layer_op_recompute_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1):
@@ -173,7 +199,7 @@ def layer_kernels_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes
 
 def layer_forward_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1):
     """One layer's forward: its kernels and the fixed cost of each of its operators (launch_bound)."""
-    return launch_bound(c, layer_kernels_time_s(c, m, b, s, e, eager, weight_bytes, tp), len(opc.LAYER_FORWARD_OPS))
+    return launch_bound(c, layer_kernels_time_s(c, m, b, s, e, eager, weight_bytes, tp), opc.layer_forward_ops(m))
 
 
 def head_forward_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1, with_loss=1):

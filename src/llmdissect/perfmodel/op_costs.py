@@ -34,9 +34,30 @@ from llmdissect.perfmodel import weights as wt
 # table names them: what a fixed cost per operator (dispatch, launch) is counted over.
 LAYER_FORWARD_OPS = ("rmsnorm", "q_proj", "k_proj", "v_proj", "rope", "attention", "o_proj", "residual_add",
                      "rmsnorm", "gate_proj", "up_proj", "swiglu", "down_proj", "residual_add")
+# Operators (top-level aten calls, each one dispatch, one kernel launch on a GPU) one decoder
+# layer's forward runs in transformers 5.x, counted by torch.profiler on each family's layer
+# (tests/integration/test_layer_op_counts.py recounts them): (dense layer, MoE layer). The
+# table's 14 operators above stand for Llama's 53; another family's layer pays its fixed
+# cost in proportion. Qwen3 adds q/k norms; a MoE layer its router, top-k, dispatch and
+# grouped expert calls (transformers' default grouped_mm: the same count for any tokens);
+# latent attention its down/up projections, their norms and the split of rope dimensions.
+LAYER_ATEN_OPS = {"llama": (53, 0), "mistral": (53, 0), "qwen3": (69, 0), "mixtral": (0, 84),
+                  "qwen3_moe": (0, 100), "olmoe": (0, 98), "deepseek_v3": (87, 141), "gpt_oss": (0, 108)}
+LLAMA_LAYER_ATEN_OPS = 53
 # Outside the layers: the embedding lookup before them; the final norm and the head after.
 MODEL_EDGE_OPS = ("embedding", "rmsnorm", "lm_head")
 LOSS_OPS = ("cross_entropy",)
+
+def layer_forward_ops(m) -> float:
+    """Operators of the table's kind one decoder layer of `m` runs per forward, the mean over
+    its dense and MoE layers: len(LAYER_FORWARD_OPS) scaled by its family's aten count over
+    Llama's (LAYER_ATEN_OPS). A family not counted there (Gemma 3) is taken as Llama."""
+    dense, moe = LAYER_ATEN_OPS.get(m.model_type, (LLAMA_LAYER_ATEN_OPS, LLAMA_LAYER_ATEN_OPS))
+    dense = dense or LLAMA_LAYER_ATEN_OPS
+    moe = moe or dense
+    mean = (m.dense_layers * dense + m.moe_layers * moe) / m.num_layers
+    return len(LAYER_FORWARD_OPS) * mean / LLAMA_LAYER_ATEN_OPS
+
 
 RMSNORM_FLOPS = 4  # square, mean, rsqrt-scale, weight-scale
 ROPE_FLOPS = 3  # x cos + rotate_half(x) sin
@@ -215,6 +236,19 @@ def gelu(T, f, e, passes: str = "fwd") -> Cost:
 def mlp_activation(T, f, e, gated: bool, passes: str = "fwd") -> Cost:
     """The MLP's element-wise step: SwiGLU where gated, else GELU."""
     return swiglu(T, f, e, passes) if gated else gelu(T, f, e, passes)
+
+
+def moe_routing(T, k, h, E, e, passes: str = "fwd") -> Cost:
+    """What a MoE layer moves besides its GEMMs (Lepikhin et al., arXiv 2006.16668, section
+    2.2; transformers' experts): the router's fp32 softmax and top-k over T x E logits (read,
+    write), the dispatch that gathers each token's hidden state once per chosen expert (read
+    and write T k h), and the combine that scales each expert output by its routing weight
+    and adds it into the token's row (read the output and the accumulator, write it: 3 T k h,
+    plus the weighting's own read and write, 2 T k h). A backward moves each tensor again
+    (the gather's gradient is the scatter-add and the other way round): twice the bytes."""
+    nbytes = 2 * 4 * T * E + e * T * k * h * (2 + 3 + 2)
+    flops = SOFTMAX_FLOPS * T * E + 2 * T * k * h  # routing weight and the add
+    return Cost(_times(passes) * flops, _times(passes) * nbytes)
 
 
 def residual_add(T, h, e) -> Cost:

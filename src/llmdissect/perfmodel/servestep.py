@@ -25,7 +25,7 @@ from llmdissect.perfmodel.layertime import (
     layer_elementwise_time_s,
     layer_gemm_time_s,
 )
-from llmdissect.perfmodel.op_costs import LAYER_FORWARD_OPS
+from llmdissect.perfmodel.op_costs import layer_forward_ops
 from llmdissect.perfmodel.roofline import attention_time_s
 from llmdissect.specs.models import ModelSpec
 
@@ -77,7 +77,7 @@ class IterationTime:
         per_layer = self._rows_time(tokens) + attention_time_s(self.c, attn_flops, attn_bytes) / m.num_layers
         tp_comm = comm.tensor_parallel_comm_s(self.mach.network, tokens * m.hidden_size * self.e, self.tp,
                                               m.num_layers, 1)
-        return (m.num_layers * launch_bound(self.c, per_layer, len(LAYER_FORWARD_OPS)) + tp_comm
+        return (m.num_layers * launch_bound(self.c, per_layer, layer_forward_ops(m)) + tp_comm
                 + self._head_time(logits) + self.fixed + self.per_seq * seqs)
 
 

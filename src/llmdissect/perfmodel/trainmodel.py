@@ -92,7 +92,7 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     layers = m.num_layers / pp
     tokens = b * s
     t_kernels = layer_kernels_time_s(c, m, b, s, e, eager, layer_weight_bytes, tp)
-    t_layer = launch_bound(c, t_kernels, len(opc.LAYER_FORWARD_OPS))
+    t_layer = launch_bound(c, t_kernels, opc.layer_forward_ops(m))
     t_head = head_forward_time_s(c, m, tokens, e, tp)
     if len(lora_targets):
         adapter_fwd = lora * layers * layer_adapter_time_s(c, m, tokens, e, lora_rank, lora_targets, lora_dropout, tp)
@@ -104,7 +104,7 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     fwd = layers * t_layer + t_head + adapter_fwd
     # backward: activation gradients (1x forward) + weight gradients (1x) unless the base is frozen
     # each operator's backward is one autograd node: it pays the fixed cost once, not twice
-    bwd = layers * launch_bound(c, (2 - lora) * t_kernels, len(opc.LAYER_FORWARD_OPS)) + (2 - lora) * t_head \
+    bwd = layers * launch_bound(c, (2 - lora) * t_kernels, opc.layer_forward_ops(m)) + (2 - lora) * t_head \
         + adapter_bwd
     # selective recomputation redoes only the attention core; "op" the GEMMs it did not save
     recompute = (rc == 2) * (layers * t_layer + adapter_fwd) \

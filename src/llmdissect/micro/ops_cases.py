@@ -161,39 +161,49 @@ def routed_tokens_per_expert(tokens: int, spec: ModelSpec) -> int:
 
 
 def moe_cases(m_: Callable[[], Maker], spec: ModelSpec, T: int, e: float, passes: str) -> list[OpCase]:
-    """A MoE layer's own operators: the router's linear over all tokens, and the routed experts
-    as transformers' eager loop runs them, every expert a SwiGLU MLP (gate_up [2I, h], down
-    [h, fe]) over its T k / E routed tokens (uniform routing), timed as one grouped call; the
-    shared experts are an ordinary MLP of width num_shared x fe over all tokens."""
-    h, E, fe = spec.hidden_size, spec.num_experts, spec.expert_intermediate_size
+    """A MoE layer's own operators: the router's linear over all tokens; the routed experts
+    as the model runs them, transformers' own experts module of this family (its default
+    implementation: grouped GEMMs) called with uniform random routing of the T tokens to
+    their k experts, so each expert gets about T k / E of them; and the shared experts, an
+    ordinary MLP of width num_shared x fe over all tokens. Costs from the operator table:
+    every expert's SwiGLU MLP over T k / E tokens."""
+    h, E, fe, k = spec.hidden_size, spec.num_experts, spec.expert_intermediate_size, spec.experts_per_token
     Te, bwd = routed_tokens_per_expert(T, spec), passes == "bwd"
 
     def experts():
         m = m_()
         torch = m.torch
-        x = m.randn(E, Te, h, grad=bwd)
-        gate_up, down = m.randn(E, 2 * fe, h, grad=bwd, scale=h ** -0.5), m.randn(E, h, fe, grad=bwd, scale=fe ** -0.5)
+        module = _experts_module(spec).to(m.device, m.dtype)
+        for p in module.parameters():
+            p.data.copy_(m.randn(*p.shape, scale=h ** -0.5))
+            p.requires_grad_(bwd)
+        x = m.randn(T, h, grad=bwd)
+        scores = torch.rand(T, E, generator=m.gen).to(m.device)
+        idx = scores.topk(k, dim=-1).indices  # k distinct experts per token, uniformly at random
+        weights = torch.full((T, k), 1.0 / k, device=m.device, dtype=m.dtype)
+        return _timed(lambda: module(x, idx, weights), passes, lambda: [x, *module.parameters()], m)
 
-        def fwd():
-            outs = []
-            for i in range(E):
-                g, u = torch.nn.functional.linear(x[i], gate_up[i]).chunk(2, dim=-1)
-                outs.append(torch.nn.functional.linear(torch.nn.functional.silu(g) * u, down[i]))
-            return torch.stack(outs)
-        return _timed(fwd, passes, lambda: [x, gate_up, down], m)
-
-    cost = opc.Cost(E * (opc.linear(Te, h, 2 * fe, e, passes).flops + opc.linear(Te, fe, h, e, passes).flops
-                         + opc.swiglu(Te, fe, e, passes).flops),
-                    E * (opc.linear(Te, h, 2 * fe, e, passes).bytes + opc.linear(Te, fe, h, e, passes).bytes
-                         + opc.swiglu(Te, fe, e, passes).bytes))
+    lin = [opc.linear(Te, h, 2 * fe, e, passes), opc.linear(Te, fe, h, e, passes), opc.swiglu(Te, fe, e, passes)]
+    cost = opc.Cost(E * sum(c.flops for c in lin), E * sum(c.bytes for c in lin))
     cases = [linear_case(m_, "router", T, h, E, e, passes),
-             OpCase("routed experts", f"{E} x [{Te},{h}] mlp {fe}", passes, "gemm",
-                    cost, experts)]
+             OpCase("routed experts", f"{E} x [{Te},{h}] mlp {fe}", passes, "gemm", cost, experts)]
     shared = spec.num_shared_experts * fe
     if shared:
         cases += [linear_case(m_, "shared gate_up", T, h, 2 * shared, e, passes),
                   linear_case(m_, "shared down", T, shared, h, e, passes)]
     return cases
+
+
+def _experts_module(spec: ModelSpec) -> Any:
+    """One MoE layer's routed experts as transformers builds them for this family."""
+    from llmdissect.modeling import build_model
+
+    meta = build_model(spec, meta=True)
+    layer = meta.model.layers[spec.num_layers - 1]  # the last layer is a MoE one in every family
+    cls = type(layer.mlp.experts)
+    config = meta.config
+    del meta
+    return cls(config)
 
 
 def _cat(m: Maker, pair: tuple[Any, Any]) -> Any:

@@ -66,6 +66,36 @@ def test_efficiencies_are_time_weighted_fractions_perfmodel_accepts():
     assert local_cpu(profile).efficiency["memory"] == pytest.approx(0.5)
 
 
+def test_grouped_expert_efficiency_by_rows_goes_to_the_profile_and_the_estimate():
+    from llmdissect.perfmodel.ceilings import machine_for
+    from llmdissect.perfmodel.roofline import experts_gemm_time_s
+    from llmdissect.specs.hardware import resolve_platform
+
+    rows = [_row("up", "gemm", opc.Cost(3e9, 1e6), 0.04),
+            _row("routed experts", "experts", opc.Cost(2e9, 1e6), 0.1),  # 20 % of 100 GFLOP/s
+            _row("routed experts", "experts", opc.Cost(2e8, 1e6), 0.04)]  # 5 %
+    rows[1]["shape"], rows[2]["shape"] = "8 x [64,256] mlp 256", "8 x [8,256] mlp 256"
+    ceil = {"peak_flops_per_s": {"fp32": 100e9}, "memory_bandwidth_bytes_per_s": 8e9}
+    place_rows(rows, ceil["peak_flops_per_s"], [], 8e9)
+    eff = efficiencies(rows, ceil)
+    assert eff["experts_by_rows"] == [[8, pytest.approx(0.05)], [64, pytest.approx(0.2)]]
+    assert eff["gemm"] == pytest.approx(0.75)  # the experts' rows are their own class
+
+    class Rec:
+        id, config = "r1", {"model": "m", "tokens": 8, "dtype": "fp32", "device": "cpu"}
+        metrics = {"efficiency": eff, "ceilings": {"device_name": "cpu"}}
+    update = profile_update(Rec())
+    profile = {**update, "cpu": {**update["cpu"], "peak_flops_per_s": {"fp32": 1e11},
+                                 "memory_bandwidth_bytes_per_s": 1e30}}
+    c = machine_for(resolve_platform("cpu"), "fp32", profile).ceilings
+    assert c.experts_efficiency_by_rows == ((8.0, 0.05), (64.0, 0.2))
+    assert experts_gemm_time_s(c, 1e9, 0, 64) == pytest.approx(1e9 / (1e11 * c.gemm_peak_scale * 0.2))
+    assert experts_gemm_time_s(c, 1e9, 0, 128) == pytest.approx(1e9 / (1e11 * c.gemm_peak_scale * 0.2))  # flat above
+    assert experts_gemm_time_s(c, 1e9, 0, 1) is None  # decode's single tokens: left to the GEMM grid
+    mid = 1e9 / experts_gemm_time_s(c, 1e9, 0, 8 * 64 ** 0.5 / 8 ** 0.5 * 1.0) / (1e11 * c.gemm_peak_scale)
+    assert 0.05 < mid < 0.2  # log-linear between
+
+
 def test_theoretical_peak_from_flags_and_clock():
     info = {"flags": "sse avx avx2 fma avx512f", "cpu MHz": "2000.0"}
     t = theoretical_cpu_peak(cores=4, info=info)

@@ -27,7 +27,9 @@ def show(record) -> None:
                   f"({ceil['source']}); bandwidth ceiling per operator: copy rate at its working set")
     eff = m["efficiency"]
     console.print("efficiency (time-weighted): " + ", ".join(f"{k} {eff[k]:.1%}" for k in ("gemm", "attention",
-                                                                                           "memory") if k in eff))
+                                                                                           "memory") if k in eff)
+                  + "".join(f"; routed experts at {rows:g} tokens each {e:.1%}"
+                            for rows, e in eff.get("experts_by_rows", [])))
     if ceil.get("raised"):
         note(f"{len(ceil['raised'])} row(s) beat a measured ceiling, which was raised to them (a noisy or "
              f"stale `peak`?): {ceil['raised'][0]}")

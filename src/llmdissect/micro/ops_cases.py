@@ -25,7 +25,7 @@ class OpCase:
     passes: str
     """fwd | bwd | step (the optimizer)"""
     cls: str
-    """gemm | attention | memory | optimizer | quant (the roofline class it calibrates)"""
+    """gemm | experts | attention | memory | optimizer | quant (the roofline class it calibrates)"""
     cost: opc.Cost
     make: Callable[[], Callable[[], Any]]
     dtype: str = ""
@@ -167,6 +167,19 @@ def moe_cases(m_: Callable[[], Maker], spec: ModelSpec, T: int, e: float, passes
     their k experts, so each expert gets about T k / E of them; and the shared experts, an
     ordinary MLP of width num_shared x fe over all tokens. Costs from the operator table:
     every expert's SwiGLU MLP over T k / E tokens."""
+    h, E, fe = spec.hidden_size, spec.num_experts, spec.expert_intermediate_size
+    cases = [linear_case(m_, "router", T, h, E, e, passes)]
+    for tokens in sorted({T, max(1, T // 8)}, reverse=True):  # the grouped GEMMs' efficiency falls with rows
+        cases.append(_routed_experts_case(m_, spec, tokens, e, passes))
+    shared = spec.num_shared_experts * fe
+    if shared:
+        cases += [linear_case(m_, "shared gate_up", T, h, 2 * shared, e, passes),
+                  linear_case(m_, "shared down", T, shared, h, e, passes)]
+    return cases
+
+
+def _routed_experts_case(m_: Callable[[], Maker], spec: ModelSpec, T: int, e: float, passes: str) -> OpCase:
+    """transformers' experts module of the family over T tokens routed uniformly at random."""
     h, E, fe, k = spec.hidden_size, spec.num_experts, spec.expert_intermediate_size, spec.experts_per_token
     Te, bwd = routed_tokens_per_expert(T, spec), passes == "bwd"
 
@@ -185,13 +198,7 @@ def moe_cases(m_: Callable[[], Maker], spec: ModelSpec, T: int, e: float, passes
 
     lin = [opc.linear(Te, h, 2 * fe, e, passes), opc.linear(Te, fe, h, e, passes), opc.swiglu(Te, fe, e, passes)]
     cost = opc.Cost(E * sum(c.flops for c in lin), E * sum(c.bytes for c in lin))
-    cases = [linear_case(m_, "router", T, h, E, e, passes),
-             OpCase("routed experts", f"{E} x [{Te},{h}] mlp {fe}", passes, "gemm", cost, experts)]
-    shared = spec.num_shared_experts * fe
-    if shared:
-        cases += [linear_case(m_, "shared gate_up", T, h, 2 * shared, e, passes),
-                  linear_case(m_, "shared down", T, shared, h, e, passes)]
-    return cases
+    return OpCase("routed experts", f"{E} x [{Te},{h}] mlp {fe}", passes, "experts", cost, experts)
 
 
 def _experts_module(spec: ModelSpec) -> Any:

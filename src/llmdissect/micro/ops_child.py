@@ -115,6 +115,11 @@ def place_rows(rows: list[dict[str, Any]], peaks: dict[str, float], ladder: list
     return raised
 
 
+def _rows_per_expert(shape: str) -> int:
+    """64 from a routed-experts row's shape "8 x [64,256] mlp 256"."""
+    return int(shape.split("[", 1)[1].split(",", 1)[0])
+
+
 def _clamp(x: float) -> float:
     return min(1.0, max(1e-6, x))
 
@@ -140,7 +145,8 @@ def kernel_rows(rows: list[dict[str, Any]], ceil: dict[str, Any]) -> list[dict[s
 def efficiencies(rows: list[dict[str, Any]], ceil: dict[str, Any]) -> dict[str, Any]:
     """Per roofline class against the measured ceilings, time-weighted (total work / total
     time / ceiling), as perfmodel reads them (`gemm`, `attention`, `memory`, fractions in (0, 1]);
-    plus forward GEMMs by size (`gemm_by_flops`). On a GPU only rows that were not
+    plus forward GEMMs by size (`gemm_by_flops`) and a MoE model's forward grouped expert
+    GEMMs by the rows each expert got (`experts_by_rows`). On a GPU only rows that were not
     launch-bound count (kernel_rows); a class with none is left to the defaults.
 
     attention: per shape and pass the fastest fused (sdpa) backend, what dispatch would pick.
@@ -157,6 +163,10 @@ def efficiencies(rows: list[dict[str, Any]], ceil: dict[str, Any]) -> dict[str, 
         # its forward, and a backward row's two matmuls at one size would blur the curve
         fwd = [r for r in gemm if r.get("pass") == "fwd"] or gemm
         out["gemm_by_flops"] = sorted([r[mn.FLOPS], _clamp(r[mn.FLOPS_PER_S] / peaks[r["dtype"]])] for r in fwd)
+    experts = [r for r in kept if r["class"] == "experts" and r.get("pass") == "fwd"]
+    if experts:  # a MoE model's grouped expert GEMMs, by the tokens each expert got
+        out["experts_by_rows"] = sorted([_rows_per_expert(r["shape"]), _clamp(r[mn.FLOPS_PER_S] / peaks[r["dtype"]])]
+                                        for r in experts)
     best: dict[tuple[str, str], dict[str, Any]] = {}
     for r in rows:
         if r["class"] == "attention" and not r["op"].endswith("eager"):

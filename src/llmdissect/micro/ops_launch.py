@@ -15,6 +15,7 @@ def profile_update(record: Any) -> dict[str, Any]:
     eff = record.metrics["efficiency"]
     scalar = {k: v for k, v in eff.items() if k in ("gemm", "attention", "memory")}
     detail = {"efficiency": scalar, "gemm_efficiency_by_flops": eff.get("gemm_by_flops", []),
+              **({"experts_efficiency_by_rows": eff["experts_by_rows"]} if eff.get("experts_by_rows") else {}),
               "efficiency_from": {"record_id": record.id, "model": record.config["model"],
                                   "tokens": record.config["tokens"], "dtype": record.config["dtype"]}}
     name = record.metrics["ceilings"]["device_name"]

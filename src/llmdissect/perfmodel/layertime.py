@@ -19,7 +19,14 @@ from __future__ import annotations
 from llmdissect.perfmodel import moe
 from llmdissect.perfmodel import op_costs as opc
 from llmdissect.perfmodel import weights as wt
-from llmdissect.perfmodel.roofline import Ceilings, attention_time_s, gemm_time_s, memory_time_s, op_time_s
+from llmdissect.perfmodel.roofline import (
+    Ceilings,
+    attention_time_s,
+    experts_gemm_time_s,
+    gemm_time_s,
+    memory_time_s,
+    op_time_s,
+)
 from llmdissect.specs.models import ModelSpec
 
 
@@ -90,9 +97,11 @@ def layer_gemm_time_s(c: Ceilings, m: ModelSpec, tokens, e, weight_bytes, tp=1):
             # under TP each rank runs a 1/tp slice of every product (columns or rows alike here)
             total = total + gemm_time_s(c, flops, nbytes, (tokens, k, n / tp))
             continue
-        for count, rows, gk, gn in moe_mlp_gemms(m, tokens, k, n, down=i == len(shapes) - 1):
+        for j, (count, rows, gk, gn) in enumerate(moe_mlp_gemms(m, tokens, k, n, down=i == len(shapes) - 1)):
             share = count * rows * gk * gn / (tokens * k * n)  # of this dense-equivalent GEMM's work
-            total = total + count * gemm_time_s(c, flops * share / count, nbytes * share / count, (rows, gk, gn / tp))
+            grouped = experts_gemm_time_s(c, flops * share, nbytes * share, rows) if j == 0 else None
+            total = total + (grouped if grouped is not None else
+                             count * gemm_time_s(c, flops * share / count, nbytes * share / count, (rows, gk, gn / tp)))
     return total
 
 

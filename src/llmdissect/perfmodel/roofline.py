@@ -47,6 +47,9 @@ class Ceilings:
     is counted (GPUs, whose foreach kernels sweep every tensor per operator)."""
     gemm_efficiency_by_flops: tuple = ()
     """Measured (flops, efficiency) points of GEMMs by size (`bench ops`), ascending."""
+    experts_efficiency_by_rows: tuple = ()
+    """Measured (rows per expert, efficiency) of a MoE layer's grouped expert GEMMs (`bench
+    ops` on a MoE model), ascending; () prices them as ordinary GEMMs of their size."""
     gemm_grid: tuple = ()
     """Measured efficiency of a product of M rows, K inputs and N outputs (`peak`,
     micro.gemm_grid): (rows, k, n, efficiency[i][j][l]); () where not measured."""
@@ -76,6 +79,29 @@ class Ceilings:
 
     def bytes_per_s(self) -> float:
         return self.memory_bandwidth_bytes_per_s * self.efficiency["memory"]
+
+
+def experts_gemm_time_s(c: Ceilings, flops, nbytes, rows):
+    """The routed experts' GEMMs of one layer, at the efficiency `bench ops` measured for
+    grouped expert GEMMs of `rows` tokens per expert (log-linear between measured points, flat
+    above them), against the memory floor. None where not measured, below the fewest rows
+    measured (decode's one or two tokens per expert: the GEMM grid prices those weight reads)
+    or for arrays (advise)."""
+    points = c.experts_efficiency_by_rows
+    if not points or not isinstance(rows, (int, float)) or rows < points[0][0]:
+        return None
+    eff = _interpolate_log(points, rows)
+    return op_time_s(flops, nbytes, c.peak_flops_per_s * c.gemm_peak_scale * eff, c.memory_bandwidth_bytes_per_s)
+
+
+def _interpolate_log(points, x):
+    if x <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if x <= x1:
+            w = (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0)) if x1 > x0 else 1.0
+            return y0 + w * (y1 - y0)
+    return points[-1][1]
 
 
 def gemm_efficiency(c: Ceilings, flops=None):

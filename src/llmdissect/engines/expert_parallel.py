@@ -31,16 +31,11 @@ EP_FAMILIES = ("mixtral", "qwen3_moe", "olmoe", "deepseek_v3")
 
 def check_ep(cfg: Any, spec: Any) -> None:
     """The checks of --ep that need no torch (UserError, exit 2, for what cannot run)."""
-    ep, world = cfg.ep, cfg.world_size
-    if ep == 1:
+    from llmdissect.perfmodel.moe import check_expert_parallel
+
+    if cfg.ep == 1:
         return
-    if not spec.is_moe:
-        raise UserError(f"--ep {ep} splits the routed experts of a mixture of experts; {spec.name} is dense")
-    if spec.num_experts % ep:
-        raise UserError(f"--ep {ep} must divide {spec.name}'s {spec.num_experts} routed experts")
-    if world % ep:
-        raise UserError(f"--ep {ep} must divide the number of processes ({world}): expert-parallel groups are "
-                        "ep consecutive data-parallel ranks")
+    check_expert_parallel(spec, cfg.ep, cfg.world_size)  # what the estimate checks: a MoE model, ep | E, ep | dp
     if spec.model_type not in EP_FAMILIES:
         raise UserError(f"--ep runs the expert layout of {', '.join(EP_FAMILIES)} here; {spec.model_type}'s "
                         "experts (biases, clamped activation) are not split")

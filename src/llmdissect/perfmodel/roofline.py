@@ -95,6 +95,7 @@ def experts_gemm_time_s(c: Ceilings, flops, nbytes, rows):
 
 
 def _interpolate_log(points, x):
+    """y at x among ascending (x, y) points: log-linear in x between them, held beyond."""
     if x <= points[0][0]:
         return points[0][1]
     for (x0, y0), (x1, y1) in zip(points, points[1:]):
@@ -111,13 +112,7 @@ def gemm_efficiency(c: Ceilings, flops=None):
     points = c.gemm_efficiency_by_flops
     if flops is None or not points or not isinstance(flops, (int, float)):
         return c.efficiency["gemm"]
-    if flops <= points[0][0]:
-        return points[0][1]
-    for (f0, e0), (f1, e1) in zip(points, points[1:]):
-        if flops <= f1:
-            w = (math.log(flops) - math.log(f0)) / (math.log(f1) - math.log(f0)) if f1 > f0 else 1.0
-            return e0 + w * (e1 - e0)
-    return points[-1][1]
+    return _interpolate_log(points, flops)
 
 
 def _bracket(points, x):

@@ -192,8 +192,11 @@ def test_quick_keeps_its_steps_and_validate_is_last():
 def test_quick_moe_step_measures_a_mixture_of_experts(db_path):
     run_cli("run", "quick", "--only", "moe", "--db", str(db_path), check=True, timeout=600)
     records = stored(db_path, "quick")
-    assert sorted(r["kind"] for r in records) == ["infer", "pretrain"]
+    # the experts' grouped GEMMs (bench ops), a pre-training point and a decode point
+    assert sorted(r["kind"] for r in records) == ["infer", "ops", "pretrain"]
     assert all(r["status"] == "ok" and r["config"]["model"] == "tiny-moe" for r in records)
-    # validate pairs both with the estimate of the same configuration (memory needs no calibration)
+    ops = next(r for r in records if r["kind"] == "ops")
+    assert [rows for rows, _ in ops["metrics"]["efficiency"]["experts_by_rows"]] == [8, 64]  # tokens per expert
+    # validate pairs both points with the estimate of the same configuration (memory needs no calibration)
     doc = json.loads(run_cli("validate", "--db", str(db_path), "--json", check=True).stdout)
-    assert {p["record_id"] for p in doc["pairs"]} == {r["id"] for r in records}
+    assert {p["record_id"] for p in doc["pairs"]} == {r["id"] for r in records if r["kind"] != "ops"}

@@ -42,9 +42,9 @@ def show_run(record) -> None:
     server = record.env.get("server") or {}
     if server.get("engine"):
         cache = server.get("cache_config") or {}
-        console.print(f"server: {server['engine']} {server.get('version', '')}".rstrip()
-                      + (f" (KV blocks of {cache['block_size']} tokens, {cache.get('num_gpu_blocks', '?')} blocks, "
-                         f"prefix caching {cache.get('enable_prefix_caching', '?')})" if cache.get("block_size") else ""))
+        kv = (f" (KV blocks of {cache['block_size']} tokens, {cache.get('num_gpu_blocks', '?')} blocks, "
+              f"prefix caching {cache.get('enable_prefix_caching', '?')})") if cache.get("block_size") else ""
+        console.print(f"server: {server['engine']} {server.get('version', '')}".rstrip() + kv)
     sm = m.get("server_metrics")
     if sm:
         hit = sm.get("prefix_cache_hit_rate")

@@ -51,6 +51,11 @@ def test_bench_serve_against_vllm_names_it_and_scrapes_its_metrics(vllm_server, 
     assert max(sm["series"]["running"]) >= 1  # the server saw our requests in flight
     assert sm["generation_tokens_during_run"] >= 16 * 16  # and generated what we asked for
     assert 0 <= sm["kv_cache_use_max"] <= 1
+    # the report draws what the server reported beside the client's latencies
+    out = db_path.parent / "report"
+    run_cli("report", "--db", str(db_path), "--out", str(out), check=True, timeout=240)
+    html = (out / "report.html").read_text()
+    assert 'data-plot="serve-server-0"' in html and "(vllm)" in html
 
 
 def test_a_shared_prefix_load_hits_vllms_prefix_cache(vllm_server, db_path):

@@ -33,9 +33,9 @@ def vllm_server(tmp_path_factory):
     server.stop()
 
 
-def bench(server, db, *args: str) -> dict:
-    proc = run_cli("bench", "serve", "--base-url", server.base_url, "--input-len", "64", "--output-len", "16",
-                   "--db", str(db), "--json", *args, timeout=300)
+def bench(server, db, *args: str, input_len: int = 64) -> dict:
+    proc = run_cli("bench", "serve", "--base-url", server.base_url, "--input-len", str(input_len), "--output-len",
+                   "16", "--db", str(db), "--json", *args, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
 
@@ -59,10 +59,15 @@ def test_bench_serve_against_vllm_names_it_and_scrapes_its_metrics(vllm_server, 
 
 
 def test_a_shared_prefix_load_hits_vllms_prefix_cache(vllm_server, db_path):
+    # vLLM caches whole KV blocks (128 tokens on a CPU): a 256-token prefix is two of them
     record = bench(vllm_server, db_path, "--request-rate", "4", "--num-prompts", "12", "--shared-prefixes", "1",
-                   "--prefix-len", "48", "--prefix-fraction", "1")
+                   "--prefix-len", "256", "--prefix-fraction", "1", input_len=320)
     sm = record["metrics"]["server_metrics"]
-    assert sm["prefix_cache_hit_rate"] > 0.3, sm  # 48 of 64 prompt tokens are the one shared prefix
+    # at most 256 of 320 prompt tokens after the first request (0.41 measured: requests that
+    # arrive before the first has filled its blocks miss them); the run's own hits, not zero
+    assert sm["prefix_cache_hit_rate"] > 0.2, sm
+    # and the server's usage says so too (--enable-prompt-tokens-details)
+    assert record["metrics"]["prefix_cache_hit_rate"] > 0.2
 
 
 def test_transformers_serve_says_it_has_no_metrics(db_path, tmp_path):

@@ -27,7 +27,7 @@ def test_label_sets_are_summed_and_info_labels_read():
 
 
 def test_a_series_becomes_what_happened_during_the_run():
-    s = sm.Scraper(None, "", {}, 0.0)
+    s = sm.Scraper("", {}, 0.0)
     s.t = [0.0, 0.5, 1.0]
     s.values = [{"running": 0, "prefix_cache_queries": 100, "prefix_cache_hits": 10, "iterations": 5,
                  "iteration_tokens": 50, "kv_cache_use": 0.0},

@@ -165,12 +165,14 @@ def serve_local(
     from llmdissect.console import console, note
     from llmdissect.specs.hardware import usable_cores
     from llmdissect.workloads.serve.local_server import ENGINE_NAMES, start_server
-    from llmdissect.workloads.serve.vllm_engine import VllmSettings, vllm_python
+    from llmdissect.workloads.serve.vllm_engine import VllmSettings, require_vllm, vllm_python
 
     # `kill PID` must stop the server too (it runs in its own process group): SIGTERM -> SystemExit
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     threads = threads or max(1, usable_cores() - 1)
     engine = engine or ("vllm" if vllm_python() is not None else "transformers")
+    if engine == "vllm":
+        require_vllm()  # before anything is printed: a missing environment is one line
     settings = VllmSettings(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                             max_model_len=max_model_len, enable_chunked_prefill=chunked_prefill,
                             enable_prefix_caching=prefix_caching, kv_cache_gib=kv_cache_gib)
@@ -180,7 +182,7 @@ def serve_local(
     server = start_server(model, port=port, threads=threads, seed=seed, continuous_batching=continuous_batching,
                           engine=engine, vllm_settings=settings)
     try:
-        console.print(f"serving {model} with {name} at {server.base_url} (model id {server.model_name}, "
+        console.print(f"serving {model} at {server.base_url} with {name} (model id {server.model_name}, "
                       f"log {server.log_path})")
         console.print(f"measure it: llmdissect bench serve --base-url {server.base_url} --request-rate 2 "
                       f"--num-prompts 20 --input-len 64 --output-len 32")

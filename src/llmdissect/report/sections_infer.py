@@ -117,6 +117,24 @@ def _goodput_plot(sec: Section, gi: int, name: str, group: list[RunRecord]) -> N
                                  legend_title="requests"))
 
 
+def _server_plot(sec: Section, gi: int, name: str, group: list[RunRecord]) -> None:
+    """What the server reported during the busiest run of the group that scraped its /metrics
+    (workloads/serve/server_metrics.py): requests running and waiting over the run."""
+    scraped = [r for r in group if (r.metrics.get("server_metrics") or {}).get("t_s")]
+    if not scraped:
+        return
+    r = max(scraped, key=lambda r: r.metrics[mn.REQUEST_THROUGHPUT_PER_S])
+    sm = r.metrics["server_metrics"]
+    series = {label: (sm["t_s"], sm["series"][key]) for key, label in (("running", "running"),
+                                                                         ("waiting", "waiting"))
+              if key in sm["series"]}
+    rate = "unbounded" if _rate(r) == float("inf") else f"{_rate(r):g} req/s"
+    sec.plots.append(plots.lines(f"serve-server-{gi}", f"Server during the {rate} run: {name} (KV cache up to "
+                                 f"{100 * (sm.get('kv_cache_use_max') or 0):.1f} %)", series,
+                                 xlabel="time since the first request (s)", ylabel="requests (server's /metrics)",
+                                 legend_title="requests"))
+
+
 def serving(records: list[RunRecord]) -> Section | None:
     runs = [r for r in ok(records, mn.SERVE) if r.metrics.get(mn.REQUEST_THROUGHPUT_PER_S)
             and "capacity_search" not in r.metrics]  # a search's record has its own section (sections_serving)
@@ -129,8 +147,9 @@ def serving(records: list[RunRecord]) -> Section | None:
                   "drawn beside it as 'simulated'.")
     groups: dict[str, list[RunRecord]] = {}
     for r in runs:
-        groups.setdefault(f"{r.config.get('model') or r.config.get('server') or 'server'} on {machine(r.env)}",
-                          []).append(r)
+        engine = (r.env.get("server") or {}).get("engine")
+        groups.setdefault(f"{r.config.get('model') or r.config.get('server') or 'server'}"
+                          + (f" ({engine})" if engine else "") + f" on {machine(r.env)}", []).append(r)
     rows = []
     for gi, (name, group) in enumerate(groups.items()):
         group = sorted(group, key=_rate)
@@ -150,6 +169,7 @@ def serving(records: list[RunRecord]) -> Section | None:
                                      xlabel="achieved throughput (requests/s)", ylabel="latency (ms)",
                                      legend_title="percentile"))
         _goodput_plot(sec, gi, name, group)
+        _server_plot(sec, gi, name, group)
         sec.findings += findings.serving([(_rate(r), r.metrics[mn.REQUEST_THROUGHPUT_PER_S],
                                            (r.metrics.get(mn.TTFT_S) or {}).get("median") or 0.0,
                                            (r.metrics.get(mn.TTFT_S) or {}).get("p99") or 0.0) for r in group], name)

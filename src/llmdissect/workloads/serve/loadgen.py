@@ -17,7 +17,7 @@ from typing import Any
 import llmdissect.metric_names as mn
 from llmdissect.measure.energy import EnergyMeter
 from llmdissect.workloads.cost import serving_cost
-from llmdissect.workloads.serve import arrivals, client, metrics, prompts
+from llmdissect.workloads.serve import arrivals, client, metrics, prompts, server_metrics
 from llmdissect.workloads.serve.plan import Plan, build_plan
 from llmdissect.workloads.serve.serve_config import ENDPOINTS, ServeConfig
 from llmdissect.workloads.serve.sessions import History
@@ -112,6 +112,7 @@ async def run_async(cfg: ServeConfig, api_key: str | None = None,
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=min(cfg.timeout_s, 60))) as probe_s:
             model, extras, server = await client.probe(probe_s, base, endpoint, cfg.model,
                                                        headers, dict(client.SERVER_KINDS[cfg.server_kind]))
+            server.update(await server_metrics.identify(probe_s, base, headers))
         if tok is None and (Path(model) / "tokenizer.json").is_file():
             tok = prompts.Tok(Path(model))
         plan = build_plan(cfg, tok)
@@ -154,15 +155,25 @@ async def run_async(cfg: ServeConfig, api_key: str | None = None,
         n_starts = len(plan.sessions) if plan.sessions else len(results)
         warm = min(len(results), cfg.max_concurrency or len(results), MAX_WARM_CONNECTIONS)
         await _warm_connections(session, base + "/v1/models", headers, warm)
+        scraper = scrape_task = None
+        if server.get("metrics"):  # the baseline before the first request, then every interval
+            scraper = server_metrics.Scraper(base + "/metrics", headers)
+            await scraper.scrape()
         meter = EnergyMeter()
         meter.start()
         cpu0 = time.process_time()
         start = time.perf_counter()
+        if scraper is not None:
+            scraper.start = start
+            scrape_task = asyncio.ensure_future(scraper.run())
         tasks = []
         for i, off in enumerate(plan.offsets[:n_starts]):
             await _sleep_until(start + off)
             tasks.append(asyncio.ensure_future(conversation(i) if plan.sessions else send(results[i], bodies[i])))
         await asyncio.gather(*tasks)
+        if scraper is not None:
+            scraper.stop()
+            await scrape_task
         cpu_s = time.process_time() - cpu0
         joules = meter.stop()
     sent = sorted(r.send_offset_s for r in results if r.ok or not (r.error or "").startswith("turn "))
@@ -176,6 +187,10 @@ async def run_async(cfg: ServeConfig, api_key: str | None = None,
         "scheduled_offsets_s": list(plan.offsets[:n_starts]),
     })
     m.update(serving_cost(cfg.usd_per_hour, "--usd-per-hour", duration, m["input_tokens"], m["output_tokens"]))
+    if scraper is not None:
+        m["server_metrics"] = scraper.result()
+    else:
+        m["server_metrics_not_available"] = server.get("metrics_not_available") or "not scraped"
     if joules is None:
         m["energy_not_measured"] = meter.why_not
     else:

@@ -1,5 +1,6 @@
-"""A real OpenAI-compatible server on this machine: `transformers serve` on a model folder
-written from a spec (random weights) with a BPE tokenizer trained locally in about a second.
+"""A real OpenAI-compatible server on this machine: `transformers serve` or vLLM on a model
+folder written from a spec (random weights) with a BPE tokenizer trained locally in about a
+second.
 
 Nothing is downloaded: the folder is complete, and the server runs with HF_HUB_OFFLINE=1.
 Its threads are pinned (OMP_NUM_THREADS): on a small machine shared with the load generator
@@ -20,6 +21,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from llmdissect.errors import UserError
 from llmdissect.measure.allocator import allocator_env
@@ -102,6 +104,9 @@ class LocalServer:
     log_path: Path
     threads: int
     cmd: list[str] = field(default_factory=list)
+    engine: str = "transformers"
+    settings: dict = field(default_factory=dict)
+    """What the engine was started with (vLLM: its version and scheduler settings)."""
 
     def stop(self, timeout_s: float = 10.0) -> None:
         if self.process.poll() is not None:
@@ -136,43 +141,70 @@ def _cli() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "transformers.cli.transformers"]
 
 
+ENGINES = ("transformers", "vllm")
+ENGINE_NAMES = {"transformers": "transformers serve", "vllm": "vLLM"}
+
+
 def start_server(model: str = "tiny-llama", *, port: int | None = None, threads: int = 1,
                  seed: int = 0, continuous_batching: bool = True, folder: Path | None = None,
-                 ready_timeout_s: float = 120.0, log_path: Path | None = None,
-                 cache_tokens: int = CACHE_TOKENS, max_batch_tokens: int = MAX_BATCH_TOKENS) -> LocalServer:
-    """Write the folder, start `transformers serve` on 127.0.0.1 and wait until /health answers.
+                 ready_timeout_s: float | None = None, log_path: Path | None = None,
+                 cache_tokens: int = CACHE_TOKENS, max_batch_tokens: int = MAX_BATCH_TOKENS,
+                 engine: str = "transformers", vllm_settings: Any = None) -> LocalServer:
+    """Write the folder, start the engine's server on 127.0.0.1 and wait until /health answers.
 
-    The continuous-batching KV cache is sized explicitly (`cache_tokens` in blocks of 32, at most
-    `max_batch_tokens` per step): left alone on a CPU, transformers sizes it from the free RAM
-    (gigabytes) and the first request waited 40 s for the allocation."""
-    for mod in ("fastapi", "uvicorn", "openai"):
+    transformers serve: the continuous-batching KV cache is sized explicitly (`cache_tokens` in
+    blocks of 32, at most `max_batch_tokens` per step): left alone on a CPU, transformers sizes
+    it from the free RAM (gigabytes) and the first request waited 40 s for the allocation.
+    vLLM (workloads/serve/vllm_engine.py): from its own environment, with `vllm_settings`;
+    it takes about 95 s to start on 2 CPU cores."""
+    if engine not in ENGINES:
+        raise UserError(f"unknown --engine {engine!r}; choose one of {', '.join(ENGINES)}")
+    settings: dict[str, Any] = {}
+    if engine == "vllm":
+        from llmdissect.workloads.serve import vllm_engine as ve
+
+        python = ve.require_vllm()
+        vllm_settings = vllm_settings or ve.VllmSettings()
+        settings = {"version": ve.vllm_version(python), **vllm_settings.to_dict()}
+    else:
         import importlib.util
 
-        if importlib.util.find_spec(mod) is None:
-            raise UserError(f"`transformers serve` needs the {mod} package: pip install 'transformers[serving]'")
+        for mod in ("fastapi", "uvicorn", "openai"):
+            if importlib.util.find_spec(mod) is None:
+                raise UserError(f"`transformers serve` needs the {mod} package: pip install 'transformers[serving]'")
     folder = prepare_model_folder(model, folder, seed=seed)
     port = port or free_port()
     log_path = log_path or state_dir() / "serve-local" / f"server-{port}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [*_cli(), "serve", str(folder), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu",
-           "--log-level", "warning", "--default-seed", str(seed)]
-    if continuous_batching:
-        cmd += ["--continuous-batching", "--cb-block-size", str(BLOCK_TOKENS), "--cb-num-blocks",
-                str(max(1, cache_tokens // BLOCK_TOKENS)), "--cb-max-batch-tokens", str(max_batch_tokens)]
+    if engine == "vllm":
+        cmd = ve.vllm_command(python, folder, port, vllm_settings, seed)
+        env = {**os.environ, **allocator_env(), **ve.vllm_env(vllm_settings, threads)}
+        ready_timeout_s = ready_timeout_s or 600.0
     else:
-        cmd.append("--no-continuous-batching")
-    env = {**os.environ, **allocator_env(), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
-           "TOKENIZERS_PARALLELISM": "false", "NO_COLOR": "1"}
+        cmd = [*_cli(), "serve", str(folder), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu",
+               "--log-level", "warning", "--default-seed", str(seed)]
+        if continuous_batching:
+            cmd += ["--continuous-batching", "--cb-block-size", str(BLOCK_TOKENS), "--cb-num-blocks",
+                    str(max(1, cache_tokens // BLOCK_TOKENS)), "--cb-max-batch-tokens", str(max_batch_tokens)]
+        else:
+            cmd.append("--no-continuous-batching")
+        settings = {"continuous_batching": continuous_batching, "block_size": BLOCK_TOKENS,
+                    "num_blocks": max(1, cache_tokens // BLOCK_TOKENS), "max_batch_tokens": max_batch_tokens}
+        env = {**os.environ, **allocator_env(), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+               "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+               "TOKENIZERS_PARALLELISM": "false", "NO_COLOR": "1"}
+        ready_timeout_s = ready_timeout_s or 120.0
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=env, start_new_session=True)
-    server = LocalServer(proc, f"http://127.0.0.1:{port}", str(folder), folder, log_path, threads, cmd)
+    server = LocalServer(proc, f"http://127.0.0.1:{port}", str(folder), folder, log_path, threads, cmd,
+                         engine=engine, settings=settings)
+    name = ENGINE_NAMES[engine]
     deadline = time.monotonic() + ready_timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
-            raise UserError(f"transformers serve exited with code {proc.returncode}: {tail[0]}")
+            raise UserError(f"{name} exited with code {proc.returncode}: {tail[0]} (log: {log_path})")
         try:
             with urllib.request.urlopen(server.base_url + "/health", timeout=2) as r:
                 if r.status == 200:
@@ -181,5 +213,5 @@ def start_server(model: str = "tiny-llama", *, port: int | None = None, threads:
             pass
         time.sleep(0.25)
     server.stop()
-    raise UserError(f"transformers serve did not answer on {server.base_url} within {ready_timeout_s:.0f} s "
+    raise UserError(f"{name} did not answer on {server.base_url} within {ready_timeout_s:.0f} s "
                     f"(log: {log_path})")

@@ -85,3 +85,16 @@ def test_a_missing_vllm_environment_is_one_line(tmp_path):
     proc = run_cli("serve-local", "--engine", "vllm", "--model", "debug-llama",
                    env={PYTHON_ENV: str(tmp_path / "no-such-python")}, timeout=60)
     assert_user_error(proc, "vLLM is not installed")
+
+
+def test_a_model_vllm_cannot_load_is_one_line():
+    if vllm_python() is None:
+        if os.environ.get("CI"):
+            pytest.fail("the vLLM environment is not installed; CI's make test installs it")
+        pytest.skip("the vLLM environment is not installed (make vllm)")
+    # debug-llama holds 512 positions: vLLM refuses a longer --max-model-len and exits
+    proc = run_cli("serve-local", "--engine", "vllm", "--model", "debug-llama", "--max-model-len", "999999",
+                   timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    last = [line for line in proc.stderr.strip().splitlines() if line.strip()][-1]
+    assert last.startswith("error: vLLM exited with code") and "max_model_len" in last, last

@@ -39,3 +39,17 @@ def test_a_series_becomes_what_happened_during_the_run():
     assert r["series"]["running"] == [0, 3, 1] and r["running_max"] == 3 and r["kv_cache_use_max"] == 0.2
     assert r["prefix_cache_hit_rate"] == pytest.approx(200 / 400)  # counters: what the run added
     assert r["mean_tokens_per_iteration"] == pytest.approx(400 / 40)
+
+
+def test_why_a_server_exited_is_its_error_line_not_the_last():
+    from llmdissect.workloads.serve.local_server import why_it_exited
+
+    log = """(APIServer pid=946) WARNING 12-05 [system_utils.py:255] failed to increase with error current limit
+Traceback (most recent call last):
+pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig
+  Value error, User-specified max_model_len (999999) is greater than the derived max_model_len (512)
+    For further information visit https://errors.pydantic.dev/2.14/v/value_error
+"""
+    assert why_it_exited(log).startswith("Value error, User-specified max_model_len (999999)")
+    assert why_it_exited("starting\nbye\n") == "bye"
+    assert why_it_exited("") == "(no output)"

@@ -141,6 +141,19 @@ def _cli() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "transformers.cli.transformers"]
 
 
+def why_it_exited(log: str) -> str:
+    """The line of a server's log that says why it stopped: the last error or exception that
+    is not a warning (pydantic's "Value error, ..." before its link to the docs), else the
+    last line."""
+    lines = [line.strip() for line in log.strip().splitlines() if line.strip()]
+    for line in reversed(lines):
+        if "WARNING" in line or line.startswith("For further information"):
+            continue
+        if "rror" in line or "Exception" in line:
+            return line[:300]
+    return lines[-1][:300] if lines else "(no output)"
+
+
 ENGINES = ("transformers", "vllm")
 ENGINE_NAMES = {"transformers": "transformers serve", "vllm": "vLLM"}
 
@@ -203,8 +216,8 @@ def start_server(model: str = "tiny-llama", *, port: int | None = None, threads:
     deadline = time.monotonic() + ready_timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
-            raise UserError(f"{name} exited with code {proc.returncode}: {tail[0]} (log: {log_path})")
+            why = why_it_exited(log_path.read_text(errors="replace"))
+            raise UserError(f"{name} exited with code {proc.returncode}: {why} (log: {log_path})")
         try:
             with urllib.request.urlopen(server.base_url + "/health", timeout=2) as r:
                 if r.status == 200:

@@ -40,3 +40,15 @@ def test_validation_and_cells() -> None:
     assert "off by 30% on average over 2 pair(s); the largest error is +50% (b)" in lines[1]
     assert ([cell(v) for v in (None, True, 13324.4, 0.5, 2.5e-5, 1e9)]
             == ["-", "yes", "13324", "0.5", "2.5e-05", "1e+09"])
+
+
+def test_engines_side_by_side_and_which_is_ahead_where():
+    from llmdissect.analysis.findings import engines
+
+    rows = {"vllm": {2.0: (51.6, 0.025), 8.0: (196.1, 0.027), float("inf"): (1022.5, 0.263)},
+            "transformers": {2.0: (51.6, 0.031), 8.0: (199.3, 0.024), float("inf"): (727.3, 0.288)}}
+    (sentence,) = engines(rows, "tiny-llama on cpu")
+    assert sentence.startswith("transformers against vllm on tiny-llama on cpu: 2/s: 1.00x the output tokens/s")
+    assert "unbounded: 0.71x" in sentence and "neither is 10 % ahead" in sentence
+    flipped = engines({"a": rows["vllm"], "b": rows["transformers"]}, "m")[0]
+    assert "unbounded: 1.41x" in flipped and flipped.endswith("(a is ahead from unbounded).")

@@ -110,3 +110,13 @@ def test_paper_suite_covers_the_matrix():
     assert measured == {"pretrain", "finetune", "infer", "comm", "ops"}
     assert all(p.name and ("scaled-down" in p.name or "paper-scale" in p.name or "MoE" in p.name)
                for p in s.points)
+
+
+def test_engines_suite_runs_the_same_loads_on_both_engines():
+    s = load("engines")
+    by_engine: dict[str, set] = {}
+    for p in s.points:
+        assert p.kind == "serve"
+        by_engine.setdefault(p.options["engine"], set()).add(str(p.options["request_rate"]))
+    assert set(by_engine) == {"vllm", "transformers"} and by_engine["vllm"] == by_engine["transformers"]
+    assert {"8", "inf"} <= by_engine["vllm"]

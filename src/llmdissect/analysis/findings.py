@@ -155,6 +155,30 @@ def serving(rows: Sequence[tuple[float, float, float, float]], where: str) -> li
     return out
 
 
+def engines(rows: dict[str, dict[float, tuple[float, float]]], model: str) -> list[str]:
+    """rows: engine -> offered rate -> (output tokens/s, TTFT p50 s). One sentence comparing
+    each pair of engines at the rates both ran, and where the first is ahead by 10 % or more."""
+    names = sorted(rows)
+    out = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            rates = sorted(set(rows[a]) & set(rows[b]))
+            if not rates:
+                continue
+            parts = []
+            for r in rates:
+                (ta, fa), (tb, fb) = rows[a][r], rows[b][r]
+                if ta and tb and fa and fb:
+                    parts.append(f"{'unbounded' if r == float('inf') else f'{r:g}/s'}: {ta / tb:.2f}x the output "
+                                 f"tokens/s, {fa / fb:.2f}x the median TTFT")
+            ahead = [r for r in rates if rows[b][r][0] and rows[a][r][0] / rows[b][r][0] >= 1.1]
+            verdict = (f"{a} is ahead from {'unbounded' if ahead[0] == float('inf') else f'{ahead[0]:g}/s'}"
+                       if ahead else "neither is 10 % ahead in throughput at these rates")
+            if parts:
+                out.append(f"{a} against {b} on {model}: " + "; ".join(parts) + f" ({verdict}).")
+    return out
+
+
 def validation(rows: Sequence[tuple[str, str, float, float]]) -> list[str]:
     """rows: (configuration, metric, measured, estimated)."""
     if not rows:

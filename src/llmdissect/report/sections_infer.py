@@ -117,6 +117,20 @@ def _goodput_plot(sec: Section, gi: int, name: str, group: list[RunRecord]) -> N
                                  legend_title="requests"))
 
 
+def _engine_comparison(runs: list[RunRecord]) -> list[str]:
+    """The paper's engine comparison: engines that served the same model on the same machine
+    at the same offered rates, side by side (the newest run of each rate)."""
+    by_model: dict[str, dict[str, dict[float, tuple[float, float]]]] = {}
+    for r in sorted(runs, key=lambda r: r.started_at or ""):
+        engine = (r.env.get("server") or {}).get("engine") or r.config.get("engine")
+        if not engine:
+            continue
+        key = f"{r.config.get('model')} on {machine(r.env)}"
+        by_model.setdefault(key, {}).setdefault(engine, {})[_rate(r)] = (
+            r.metrics.get(mn.OUTPUT_TOKENS_PER_S) or 0.0, (r.metrics.get(mn.TTFT_S) or {}).get("median") or 0.0)
+    return [f for key, rows in by_model.items() if len(rows) > 1 for f in findings.engines(rows, key)]
+
+
 def _server_plot(sec: Section, gi: int, name: str, group: list[RunRecord]) -> None:
     """What the server reported during the busiest run of the group that scraped its /metrics
     (workloads/serve/server_metrics.py): requests running and waiting over the run."""
@@ -147,7 +161,7 @@ def serving(records: list[RunRecord]) -> Section | None:
                   "drawn beside it as 'simulated'.")
     groups: dict[str, list[RunRecord]] = {}
     for r in runs:
-        engine = (r.env.get("server") or {}).get("engine")
+        engine = (r.env.get("server") or {}).get("engine") or r.config.get("engine")
         groups.setdefault(f"{r.config.get('model') or r.config.get('server') or 'server'}"
                           + (f" ({engine})" if engine else "") + f" on {machine(r.env)}", []).append(r)
     rows = []
@@ -180,6 +194,7 @@ def serving(records: list[RunRecord]) -> Section | None:
                          ms((m.get(mn.TTFT_S) or {}).get("median")), ms((m.get(mn.TTFT_S) or {}).get("p99")),
                          ms((m.get(mn.TPOT_S) or {}).get("median")), ms((m.get(mn.TPOT_S) or {}).get("p99")),
                          m.get(mn.GOODPUT_PER_S)))
+    sec.findings += _engine_comparison(runs)
     sec.tables.append(Table("Serving runs", ["server", "offered rate (req/s)", "completed", "requests/s",
                                              "output tokens/s", "TTFT p50 (ms)", "TTFT p99 (ms)", "TPOT p50 (ms)",
                                              "TPOT p99 (ms)", "goodput (req/s)"], rows))

@@ -1,5 +1,6 @@
-"""A suite's `serve` point, run in a child process: start `transformers serve` for the model on
-127.0.0.1 (unless `base_url` names a running server), send the load, stop the server.
+"""A suite's `serve` point, run in a child process: start the local server (`engine`:
+transformers serve or vLLM) for the model on 127.0.0.1 (unless `base_url` names a running
+server), send the load, stop the server.
 
 Its options are `ServePoint`'s fields: the local server's (model, threads) and, with
 shorter defaults, the load options of `bench serve` (workloads.serve.serve_config.ServeConfig).
@@ -7,7 +8,7 @@ shorter defaults, the load options of `bench serve` (workloads.serve.serve_confi
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,6 +22,8 @@ class ServePoint(BaseModel):
 
     model: str = "tiny-llama"
     """Model spec the local server serves (random weights); the requests ask for the server's model."""
+    engine: Literal["transformers", "vllm"] = "transformers"
+    """The local server: transformers serve, or vLLM from its own environment (make vllm)."""
     base_url: Optional[str] = None
     """A running server to measure instead of a local one."""
     num_prompts: int = Field(20, ge=1)
@@ -43,7 +46,7 @@ class ServePoint(BaseModel):
     """completions | chat."""
 
 
-SERVER_ONLY = ("model", "threads")
+SERVER_ONLY = ("model", "engine", "threads")
 """ServePoint fields that configure the local server, not the load (ServeConfig)."""
 
 
@@ -69,7 +72,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     if not base_url:
         from llmdissect.workloads.serve.local_server import start_server
 
-        server = start_server(point.model, threads=threads, seed=point.seed)
+        server = start_server(point.model, threads=threads, seed=point.seed, engine=point.engine)
         base_url = server.base_url
     try:
         record, _ = serve_record(serve_config(point, base_url))
@@ -77,5 +80,8 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         if server is not None:
             server.stop()
     if server is not None:
-        record.config["server"] = f"transformers serve ({point.model}, {threads} thread(s))"
+        from llmdissect.workloads.serve.local_server import ENGINE_NAMES
+
+        record.config["server"] = f"{ENGINE_NAMES[point.engine]} ({point.model}, {threads} thread(s))"
+        record.config["engine"] = point.engine
     return {"record": record.to_dict()}

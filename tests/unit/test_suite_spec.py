@@ -120,3 +120,16 @@ def test_engines_suite_runs_the_same_loads_on_both_engines():
         by_engine.setdefault(p.options["engine"], set()).add(str(p.options["request_rate"]))
     assert set(by_engine) == {"vllm", "transformers"} and by_engine["vllm"] == by_engine["transformers"]
     assert {"8", "inf"} <= by_engine["vllm"]
+
+
+def test_the_quick_serve_step_says_what_served_it_for_either_engine():
+    from llmdissect.analysis.serve_estimate import SERVED_KEYS
+    from llmdissect.suites.quick_serve import served_settings
+
+    vllm = served_settings("vllm", 1, {"max_num_seqs": 64, "max_num_batched_tokens": 1024},
+                           {"block_size": "128", "num_gpu_blocks": "1365"})
+    assert vllm["engine"] == "vllm" and (vllm["block_size"], vllm["num_blocks"]) == (128, 1365)
+    assert (vllm["max_num_seqs"], vllm["max_batched_tokens"]) == (64, 1024)
+    hf = served_settings("transformers", 1, {}, {})
+    assert hf["engine"] == "transformers" and hf["num_blocks"] * hf["block_size"] == 16384
+    assert all(k in vllm and k in hf for k in SERVED_KEYS)  # what validate needs to simulate the run

@@ -134,6 +134,10 @@ PREEMPTIONS = "preemptions"
 PREFIX_HIT_TOKENS = "prefix_hit_tokens"  # prompt tokens served from the prefix cache
 SERVE_ENGINE_METRICS = (ENGINE, ITERATIONS, MEAN_BATCH_SIZE, KV_BLOCKS, KV_CACHE_USE_MEAN, KV_CACHE_USE_MAX,
                         PREEMPTIONS, PREFIX_HIT_TOKENS)
+# a measured serving run: what the server's Prometheus /metrics said during it (server_metrics.py)
+SERVER_METRICS = "server_metrics"
+SERVER_METRICS_NOT_AVAILABLE = "server_metrics_not_available"
+SERVER_SIDE = (SERVER_METRICS, SERVER_METRICS_NOT_AVAILABLE)
 # serving: the medians of ttft_s and tpot_s, named apart from offline inference's, and the throughput
 SERVE_TTFT_P50_S = "serve_ttft_p50_s"
 SERVE_TPOT_P50_S = "serve_tpot_p50_s"

@@ -74,7 +74,7 @@ def test_grouped_expert_efficiency_by_rows_goes_to_the_profile_and_the_estimate(
     rows = [_row("up", "gemm", opc.Cost(3e9, 1e6), 0.04),
             _row("routed experts", "experts", opc.Cost(2e9, 1e6), 0.1),  # 20 % of 100 GFLOP/s
             _row("routed experts", "experts", opc.Cost(2e8, 1e6), 0.04)]  # 5 %
-    rows[1]["shape"], rows[2]["shape"] = "8 x [64,256] mlp 256", "8 x [8,256] mlp 256"
+    rows[1]["rows_per_expert"], rows[2]["rows_per_expert"] = 64, 8  # what ops_cases gives each row
     ceil = {"peak_flops_per_s": {"fp32": 100e9}, "memory_bandwidth_bytes_per_s": 8e9}
     place_rows(rows, ceil["peak_flops_per_s"], [], 8e9)
     eff = efficiencies(rows, ceil)

@@ -45,7 +45,7 @@ def show_run(record) -> None:
         kv = (f" (KV blocks of {cache['block_size']} tokens, {cache.get('num_gpu_blocks', '?')} blocks, "
               f"prefix caching {cache.get('enable_prefix_caching', '?')})") if cache.get("block_size") else ""
         console.print(f"server: {server['engine']} {server.get('version', '')}".rstrip() + kv)
-    sm = m.get("server_metrics")
+    sm = m.get(mn.SERVER_METRICS)
     if sm:
         hit = sm.get("prefix_cache_hit_rate")
         console.print(f"server metrics ({len(sm['t_s'])} scrapes, every {sm['interval_s']:g} s): up to "
@@ -55,8 +55,8 @@ def show_run(record) -> None:
                                         else "")
                       + (f", {sm['mean_tokens_per_iteration']:.1f} tokens per iteration"
                          if sm.get("mean_tokens_per_iteration") else ""))
-    elif m.get("server_metrics_not_available"):
-        console.print(f"server metrics: not available ({m['server_metrics_not_available']})")
+    elif m.get(mn.SERVER_METRICS_NOT_AVAILABLE):
+        console.print(f"server metrics: not available ({m[mn.SERVER_METRICS_NOT_AVAILABLE]})")
     if m.get(mn.USD_PER_MILLION_OUTPUT_TOKENS) is not None:
         console.print(f"cost at {m['usd_per_hour']:g} USD/hour: {m[mn.USD_PER_MILLION_INPUT_TOKENS]:.4g} USD per "
                       f"million input tokens, {m[mn.USD_PER_MILLION_OUTPUT_TOKENS]:.4g} USD per million output "

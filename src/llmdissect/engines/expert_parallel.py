@@ -78,10 +78,8 @@ def _local_experts_module(experts: Any, where: _ExpertGroup) -> Any:
 
         def __init__(self) -> None:
             super().__init__()
-            total = experts.gate_up_proj.shape[0]
-            self.local = total // where.ep
+            self.local = experts.gate_up_proj.shape[0] // where.ep
             first = where.index * self.local
-            self.num_experts, self.first = total, first
             self.gate_up_proj = torch.nn.Parameter(experts.gate_up_proj.detach()[first:first + self.local].clone())
             self.down_proj = torch.nn.Parameter(experts.down_proj.detach()[first:first + self.local].clone())
             self.act_fn = experts.act_fn

@@ -29,6 +29,8 @@ class OpCase:
     cost: opc.Cost
     make: Callable[[], Callable[[], Any]]
     dtype: str = ""
+    rows_per_expert: int | None = None
+    """Routed-expert rows: the tokens each expert gets (the grouped-GEMM efficiency's x)."""
 
 
 class Maker:
@@ -198,7 +200,8 @@ def _routed_experts_case(m_: Callable[[], Maker], spec: ModelSpec, T: int, e: fl
 
     lin = [opc.linear(Te, h, 2 * fe, e, passes), opc.linear(Te, fe, h, e, passes), opc.swiglu(Te, fe, e, passes)]
     cost = opc.Cost(E * sum(c.flops for c in lin), E * sum(c.bytes for c in lin))
-    return OpCase("routed experts", f"{E} x [{Te},{h}] mlp {fe}", passes, "experts", cost, experts)
+    return OpCase("routed experts", f"{E} x [{Te},{h}] mlp {fe}", passes, "experts", cost, experts,
+                  rows_per_expert=Te)
 
 
 def _experts_module(spec: ModelSpec) -> Any:

@@ -86,7 +86,8 @@ def raw_row(case: OpCase, stats: Any) -> dict[str, Any]:
     t = stats.median
     return {"op": case.op, "shape": case.shape, "dtype": case.dtype, "pass": case.passes, "class": case.cls,
             mn.TIME_S: stats.to_dict(), mn.FLOPS: case.cost.flops, mn.BYTES: case.cost.bytes,
-            mn.INTENSITY: case.cost.intensity, mn.FLOPS_PER_S: case.cost.flops / t, mn.BYTES_PER_S: case.cost.bytes / t}
+            mn.INTENSITY: case.cost.intensity, mn.FLOPS_PER_S: case.cost.flops / t, mn.BYTES_PER_S: case.cost.bytes / t,
+            **({"rows_per_expert": case.rows_per_expert} if case.rows_per_expert else {})}
 
 
 def place_rows(rows: list[dict[str, Any]], peaks: dict[str, float], ladder: list[tuple[float, float]],
@@ -113,11 +114,6 @@ def place_rows(rows: list[dict[str, Any]], peaks: dict[str, float], ladder: list
                  peak_fraction=max(r[mn.FLOPS_PER_S] / peak, r[mn.BYTES_PER_S] / bw),
                  bound="compute" if r[mn.INTENSITY] >= peak / bw else "memory")
     return raised
-
-
-def _rows_per_expert(shape: str) -> int:
-    """64 from a routed-experts row's shape "8 x [64,256] mlp 256"."""
-    return int(shape.split("[", 1)[1].split(",", 1)[0])
 
 
 def _clamp(x: float) -> float:
@@ -165,7 +161,7 @@ def efficiencies(rows: list[dict[str, Any]], ceil: dict[str, Any]) -> dict[str, 
         out["gemm_by_flops"] = sorted([r[mn.FLOPS], _clamp(r[mn.FLOPS_PER_S] / peaks[r["dtype"]])] for r in fwd)
     experts = [r for r in kept if r["class"] == "experts" and r.get("pass") == "fwd"]
     if experts:  # a MoE model's grouped expert GEMMs, by the tokens each expert got
-        out["experts_by_rows"] = sorted([_rows_per_expert(r["shape"]), _clamp(r[mn.FLOPS_PER_S] / peaks[r["dtype"]])]
+        out["experts_by_rows"] = sorted([r["rows_per_expert"], _clamp(r[mn.FLOPS_PER_S] / peaks[r["dtype"]])]
                                         for r in experts)
     best: dict[tuple[str, str], dict[str, Any]] = {}
     for r in rows:

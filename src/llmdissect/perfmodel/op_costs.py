@@ -48,6 +48,7 @@ LLAMA_LAYER_ATEN_OPS = 53
 MODEL_EDGE_OPS = ("embedding", "rmsnorm", "lm_head")
 LOSS_OPS = ("cross_entropy",)
 
+
 def layer_forward_ops(m) -> float:
     """Operators of the table's kind one decoder layer of `m` runs per forward, the mean over
     its dense and MoE layers: len(LAYER_FORWARD_OPS) scaled by its family's aten count over

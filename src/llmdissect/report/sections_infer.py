@@ -134,11 +134,11 @@ def _engine_comparison(runs: list[RunRecord]) -> list[str]:
 def _server_plot(sec: Section, gi: int, name: str, group: list[RunRecord]) -> None:
     """What the server reported during the busiest run of the group that scraped its /metrics
     (workloads/serve/server_metrics.py): requests running and waiting over the run."""
-    scraped = [r for r in group if (r.metrics.get("server_metrics") or {}).get("t_s")]
+    scraped = [r for r in group if (r.metrics.get(mn.SERVER_METRICS) or {}).get("t_s")]
     if not scraped:
         return
     r = max(scraped, key=lambda r: r.metrics[mn.REQUEST_THROUGHPUT_PER_S])
-    sm = r.metrics["server_metrics"]
+    sm = r.metrics[mn.SERVER_METRICS]
     series = {label: (sm["t_s"], sm["series"][key]) for key, label in (("running", "running"),
                                                                          ("waiting", "waiting"))
               if key in sm["series"]}

@@ -49,9 +49,7 @@ def module_category(name: str) -> str | None:
     if last == "mlp":
         return "MLP"  # a MoE block's own time (reshapes, the weighted sum) stays here too
     parent = name.rsplit(".", 2)[-2] if name.count(".") else ""
-    if parent == "mlp" and last == "gate":  # the router (Mixtral, Qwen-MoE, OLMoE, DeepSeek, gpt-oss "router")
-        return "router"
-    if parent == "mlp" and last == "router":
+    if parent == "mlp" and last in ("gate", "router"):  # Mixtral, Qwen-MoE, OLMoE, DeepSeek; gpt-oss
         return "router"
     if parent == "mlp" and last == "experts":  # the routed experts with their dispatch and combine
         return "experts"

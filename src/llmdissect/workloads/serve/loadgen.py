@@ -188,9 +188,9 @@ async def run_async(cfg: ServeConfig, api_key: str | None = None,
     })
     m.update(serving_cost(cfg.usd_per_hour, "--usd-per-hour", duration, m["input_tokens"], m["output_tokens"]))
     if scraper is not None:
-        m["server_metrics"] = scraper.result()
+        m[mn.SERVER_METRICS] = scraper.result()
     else:
-        m["server_metrics_not_available"] = server.get("metrics_not_available") or "not scraped"
+        m[mn.SERVER_METRICS_NOT_AVAILABLE] = server.get("metrics_not_available") or "not scraped"
     if joules is None:
         m["energy_not_measured"] = meter.why_not
     else:

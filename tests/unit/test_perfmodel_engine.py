@@ -40,11 +40,13 @@ def test_deepspeed_steps_one_flat_partition_and_copies_it_back():
     local = m.params / 2
     # FSDP: torch's optimizer over each parameter's shard, the small ones in the cache;
     # DeepSpeed: one flat partition of 8 M parameters, which spills (80 bytes each), plus
-    # 2 x 4 bytes to copy it back into the parameters
+    # 2 x 4 bytes to copy it back into the parameters; and at the step its own copies
+    # (sharding_copies: flatten 1/2, the 16-bit buffer 1/2, the norm's read 1/2 of all
+    # gradients: 1.5 passes of 2 x 4 bytes over all 16 M)
     per_tensor = opc.optimizer_step_traffic_bytes_per_param(4, "adamw", model_param_tensors(m), c.cache_bytes, 2)
     assert per_tensor < opc.ADAMW_UNFUSED_PASSES * 4
     assert fsdp == pytest.approx(local * per_tensor / c.bytes_per_s())
-    assert ds == pytest.approx(local * (opc.ADAMW_UNFUSED_PASSES * 4 + 8) / c.bytes_per_s())
+    assert ds == pytest.approx((local * (opc.ADAMW_UNFUSED_PASSES * 4 + 8) + 1.5 * 8 * m.params) / c.bytes_per_s())
 
 
 @pytest.mark.parametrize("engine,zero,nproc,offload,fragment", [
@@ -58,3 +60,39 @@ def test_an_engine_that_cannot_run_the_setup_is_one_clear_error(engine, zero, np
     with pytest.raises(UserError, match=fragment.replace("-", r"\-")):
         TrainSetup(kind="pretrain", model=get_model("tiny-llama"), platform=resolve_platform("cpu", nproc),
                    zero=zero, offload=offload, dtype="fp32", seq=64, engine_name=engine)
+
+
+def test_sharding_copies_follow_each_engines_source():
+    # FSDP2 ZeRO-3 on 2 gloo ranks: copy-in 1/2 + copy-out 1 per gather, in forward and again
+    # in backward; chunk-cat 1 and gloo's AVG divide 1 per reduce-scatter; two calls a tensor
+    # per gather
+    f3 = opc.sharding_copies(1, 0, 3, 2, divides=1)
+    assert (f3.fwd_weights, f3.bwd_weights, f3.bwd_grads, f3.opt_grads) == (1.5, 1.5, 2, 0)
+    assert (f3.fwd_calls, f3.bwd_calls) == (2, 2)
+    # ZeRO-2 keeps the gathered weights for backward; NCCL averages without a divide
+    f2 = opc.sharding_copies(1, 0, 2, 4, divides=0)
+    assert (f2.fwd_weights, f2.bwd_weights, f2.bwd_grads) == (1.25, 0, 1)
+    # DeepSpeed ZeRO-2: bucket copy-in 1, divide 1, partition out 1/n; at the step flatten
+    # 1/n, the 16-bit buffer 1/n and half a pass to read the norm
+    d2 = opc.sharding_copies(0, 1, 2, 4)
+    assert (d2.fwd_weights, d2.bwd_weights, d2.bwd_grads, d2.opt_grads) == (0, 0, 2.25, 1.0)
+    assert (d2.fwd_calls, d2.bwd_calls) == (0, 1)
+    # one rank, DDP and a single process copy nothing of the kind
+    for copies in (opc.sharding_copies(1, 0, 3, 1), opc.sharding_copies(0, 0, 0, 8), opc.sharding_copies(0, 0, 0, 1)):
+        assert copies == opc.ShardingCopies()
+
+
+def test_sharding_copies_cost_their_bytes_in_forward_and_backward():
+    m = get_model("tiny-llama")
+    mach = machine_for(resolve_platform("cpu", 2), "fp32", {"cpu": {**PROFILE["cpu"], "op_fixed_s": 1e-5}})
+    c = mach.ceilings
+    assert c.op_fixed_s == 1e-5
+    fsdp = estimate_train(_setup("fsdp", zero=3), mach).metrics["time"]
+    tensors = sum(count for count, _ in model_param_tensors(m))
+    one_pass = 2 * 4 * m.params / c.bytes_per_s()  # read and write every fp32 parameter once
+    # forward: 1.5 passes over the weights and 2 calls a tensor, on top of the compute that a
+    # single rank's estimate of the same micro-batch has
+    single = estimate_train(TrainSetup(kind="pretrain", model=m, platform=resolve_platform("cpu", 2), zero=0,
+                                       dtype="fp32", seq=64, engine_name="ddp"), mach).metrics["time"]
+    assert fsdp["forward_s"] - single["forward_s"] == pytest.approx(1.5 * one_pass + 2 * tensors * c.op_fixed_s)
+    assert fsdp["backward_s"] - single["backward_s"] == pytest.approx(3.5 * one_pass + 2 * tensors * c.op_fixed_s)

@@ -317,6 +317,57 @@ def optimizer_step_traffic_bytes_per_param(dtype_bytes, optimizer: str = "adamw"
     return fewest + extra * spilled / total
 
 
+# ---- a sharding engine's own copies ----------------------------------------------------
+
+@dataclass(frozen=True)
+class ShardingCopies:
+    """Passes a sharding engine's own copies make over the parameters, beyond its collectives
+    (each element read once and written once: 2 x its bytes), and the copy calls it makes per
+    parameter tensor. Per micro-batch: `fwd_weights` and `bwd_weights` over the weights
+    (unsharded size), `bwd_grads` over the gradients; per optimizer step: `opt_grads`."""
+
+    fwd_weights: float = 0.0
+    bwd_weights: float = 0.0
+    bwd_grads: float = 0.0
+    opt_grads: float = 0.0
+    fwd_calls: float = 0.0
+    bwd_calls: float = 0.0
+
+
+def sharding_copies(fsdp, deepspeed, zero, dp, divides=1) -> ShardingCopies:
+    """The copies around FSDP2's and DeepSpeed's collectives, from their sources (torch 2.13,
+    DeepSpeed 0.18); `fsdp`, `deepspeed` 0/1, scalars or numpy arrays. With n = `dp` ranks:
+
+    FSDP2 (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py), per all-gather (forward;
+    again in backward under ZeRO-3, which reshards after forward): `all_gather_copy_in`
+    copies each parameter's shard into the flat input (1/n) and `foreach_all_gather_copy_out`
+    copies the gathered output into each unsharded parameter (1); one call of each per
+    tensor. Per reduce-scatter: `foreach_reduce_scatter_copy_in` (chunk-cat) copies every
+    gradient into the flat input (1), and a backend without a native AVG (`divides` 1: gloo)
+    divides that input by n first (1).
+
+    DeepSpeed ZeRO-1/2 (deepspeed/runtime/zero/stage_1_and_2.py): in backward each gradient
+    is copied into the contiguous reduce bucket (1, one call per tensor), the bucket divided
+    by n (`average_tensor`: 1) and the rank's partition copied out (1/n); at the step the
+    partition's gradients are flattened (1/n), their norm read (all gradients: half a pass,
+    read only), and the updated fp32 partition copied into the 16-bit buffer (1/n) before
+    it is copied into the parameters (trainmodel's `flat` term). ZeRO-3 (stage3.py) gathers
+    as FSDP2 does, and reduces as stage 2.
+
+    One rank copies nothing."""
+    n = dp + (dp < 1)
+    many = (dp > 1) * 1
+    gather = 1 / n + 1
+    ds3 = deepspeed * (zero >= 3)
+    fwd_w = many * (fsdp * (zero >= 2) + ds3) * gather
+    bwd_w = many * (fsdp + deepspeed) * (zero >= 3) * gather
+    bwd_g = many * (fsdp * (zero >= 2) * (1 + divides) + deepspeed * (2 + 1 / n))
+    opt_g = many * deepspeed * (2 / n + 0.5)
+    fwd_calls = many * (fsdp * (zero >= 2) + ds3) * 2
+    bwd_calls = many * ((fsdp + deepspeed) * (zero >= 3) * 2 + deepspeed)
+    return ShardingCopies(fwd_w, bwd_w, bwd_g, opt_g, fwd_calls, bwd_calls)
+
+
 def adamw(params) -> Cost:
     """One AdamW step over `params` fp32 parameters (torch.optim.AdamW, as `bench ops` times it)."""
     return Cost(ADAMW_FLOPS_PER_PARAM * params, optimizer_step_bytes_per_param(4, "adamw") * params)

@@ -79,12 +79,14 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
 
 def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
                optimizer, lora, lora_params, frozen_weight_bytes, layer_weight_bytes, sharded_calls=1, flat=0,
-               pure=0, ep=1, lora_rank=0, lora_targets=(), lora_dropout=0):
+               pure=0, ep=1, lora_rank=0, lora_targets=(), lora_dropout=0, fsdp=0):
     """Per-step times (s), throughput and MFU; needs `mach.ceilings`. `layer_weight_bytes`
     is one decoder layer's weights as stored (quantized under QLoRA); `sharded_calls` how many
     collectives a sharded (ZeRO-2/3) pass splits its traffic into (one per wrapped layer
     for FSDP; config.TrainSetup.sharded_calls); `flat` 1 where the optimizer steps one flat
-    partition and copies it back into the parameters (DeepSpeed ZeRO, TrainSetup.flat_optimizer).
+    partition and copies it back into the parameters (DeepSpeed ZeRO, TrainSetup.flat_optimizer);
+    `fsdp` 1 where FSDP2 shards. Both engines' own copies around their collectives
+    (op_costs.sharding_copies) run at the element-wise memory rate, a fixed cost per call.
     LoRA's adapters (`lora_rank`, resolved `lora_targets`, `lora_dropout` an index into
     op_costs.LORA_DROPOUTS) run beside the frozen layers in every pass at their roofline
     (layertime.layer_adapter_time_s); with no targets given, at their FLOPs alone."""
@@ -117,11 +119,18 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     # expert parallelism: dispatch and combine all-to-alls in each MoE layer, forward and backward
     ep_net = comm.group_network(net, mach.scale_out, mach.node_devices, ep, tp * pp)
     ep_comm = moe.all_to_all_time_s(ep_net, m, tokens, ep, e, m.moe_layers / pp, 4 + 2 * (rc == 2))
-    t_micro = fwd + bwd + recompute + tp_comm + pp_comm + ep_comm
-    compute = (ga + pp - 1) * t_micro
+    # the sharding engine's own copies around its collectives; gloo has no native AVG
     local_params = m.params - moe.routed_expert_params(m) * (1 - 1 / ep)  # experts split over ep
     psi_shard = (lora * lora_params + (1 - lora) * local_params) / shard_div(tp, pp)
     frozen_shard = lora * frozen_weight_bytes / shard_div(tp, pp)
+    copies = opc.sharding_copies(fsdp, flat, zero, dp, divides=int(mach.platform.device.kind == "cpu"))
+    tensors = sum(count for count, _ in model_param_tensors(m)) / pp
+    weight_bytes, grad_bytes = psi_shard * e + frozen_shard, psi_shard * e
+    fwd = fwd + memory_time_s(c, 2 * copies.fwd_weights * weight_bytes) + copies.fwd_calls * tensors * c.op_fixed_s
+    bwd = bwd + memory_time_s(c, 2 * (copies.bwd_weights * weight_bytes + copies.bwd_grads * grad_bytes)) \
+        + copies.bwd_calls * tensors * c.op_fixed_s
+    t_micro = fwd + bwd + recompute + tp_comm + pp_comm + ep_comm
+    compute = (ga + pp - 1) * t_micro
     dp_net = comm.group_network(net, mach.scale_out, mach.node_devices, dp, tp * pp)
     dp_comm = comm.data_parallel_comm_s(dp_net, zero, psi_shard * e, psi_shard * e + frozen_shard, dp, ga,
                                         calls=sharded_calls)
@@ -140,7 +149,7 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     host_bw = (host.bandwidth_bytes_per_s * host.efficiency) if host is not None else c.bytes_per_s()
     cpu_adam = psi_shard * shard_div(tp, pp) / mach.assumptions["cpu_adam_params_per_s"] + psi_local * 2 * e / host_bw
     param_fetch = (off >= 2) * ga * 2 * psi_local * e / host_bw
-    optimizer_s = (off < 1) * on_device + (off >= 1) * cpu_adam
+    optimizer_s = (off < 1) * on_device + (off >= 1) * cpu_adam + memory_time_s(c, 2 * copies.opt_grads * grad_bytes)
     step = compute + exposed + optimizer_s + param_fetch
     tokens_per_s = tokens * ga * dp / step
     devices = dp * tp * pp

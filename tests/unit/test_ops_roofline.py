@@ -45,7 +45,8 @@ def test_efficiencies_are_time_weighted_fractions_perfmodel_accepts():
     rows = [_row("q", "gemm", opc.Cost(1e9, 1e6), 0.02), _row("up", "gemm", opc.Cost(3e9, 1e6), 0.04),
             _row("attention flash", "attention", opc.Cost(1e8, 1e5), 0.01),
             _row("attention math", "attention", opc.Cost(1e8, 1e5), 0.02),
-            _row("norm", "memory", opc.Cost(0, 4e8), 0.1)]
+            _row("norm", "memory", opc.Cost(0, 4e8), 0.1),
+            _row("norm", "memory", opc.Cost(0, 4e8), 1.0, passes="bwd")]  # left out: forward rows only
     ceil = {"peak_flops_per_s": {"fp32": 100e9}, "memory_bandwidth_bytes_per_s": 8e9}
     place_rows(rows, ceil["peak_flops_per_s"], [], 8e9)
     eff = efficiencies(rows, ceil)
@@ -114,3 +115,10 @@ def test_theoretical_peak_from_flags_and_clock():
     ("model.layers.0.self_attn.q_proj.lora_A", None)])
 def test_module_categories(name, category):
     assert module_category(name) == category
+
+
+def test_memory_efficiency_falls_back_to_backward_rows_where_no_forward_was_timed():
+    rows = [_row("norm", "memory", opc.Cost(0, 4e8), 0.2, passes="bwd")]
+    place_rows(rows, {"fp32": 100e9}, [], 8e9)
+    assert efficiencies(rows, {"peak_flops_per_s": {"fp32": 100e9}, "memory_bandwidth_bytes_per_s": 8e9})[
+        "memory"] == pytest.approx(0.25)

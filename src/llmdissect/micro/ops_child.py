@@ -146,7 +146,8 @@ def efficiencies(rows: list[dict[str, Any]], ceil: dict[str, Any]) -> dict[str, 
     launch-bound count (kernel_rows); a class with none is left to the defaults.
 
     attention: per shape and pass the fastest fused (sdpa) backend, what dispatch would pick.
-    memory: element-wise bytes against the DRAM bandwidth (capped at 1 where they ran from cache).
+    memory: forward element-wise bytes against the DRAM bandwidth (capped at 1 where they ran
+    from cache).
     """
     dram, peaks = ceil["memory_bandwidth_bytes_per_s"], ceil["peak_flops_per_s"]
     kept = kernel_rows(rows, ceil)
@@ -173,7 +174,12 @@ def efficiencies(rows: list[dict[str, Any]], ceil: dict[str, Any]) -> dict[str, 
     if att:
         out["attention"] = _clamp(sum(r[mn.FLOPS] for r in att) / sum(r[mn.TIME_S]["median"] for r in att)
                                   / peaks[att[0]["dtype"]])
+    # forward rows only, as for the GEMM curve: a CPU's element-wise backward rows also pay
+    # autograd's fresh gradient buffers (embedding's is the whole table, zero-filled), whose
+    # cost follows the allocator's state: their rate moved 0.24 -> 0.55 of the copy rate
+    # between two quick runs on one machine while the forward rows' held 0.38 -> 0.40
     mem = [r for r in kept if r["class"] == "memory"]
+    mem = [r for r in mem if r.get("pass") == "fwd"] or mem
     if mem:
         out["memory"] = _clamp(sum(r[mn.BYTES] for r in mem) / sum(r[mn.TIME_S]["median"] for r in mem) / dram)
     return out

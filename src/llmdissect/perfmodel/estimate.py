@@ -88,7 +88,8 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
     if mach.ceilings is not None:
         targets = wt.resolve_lora_targets(m, setup.lora_targets) if lora else ()
         t = train_time(m, mach, layer_weight_bytes=layer_bytes, sharded_calls=setup.sharded_calls,
-                       flat=int(setup.flat_optimizer), fsdp=int(setup.engine == "fsdp"), lora_rank=setup.lora_rank, lora_targets=targets,
+                       flat=int(setup.flat_optimizer), fsdp=int(setup.engine == "fsdp"),
+                       lora_rank=setup.lora_rank, lora_targets=targets,
                        lora_dropout=LORA_DROPOUTS.index(setup.lora_dropout), **kw)
         metrics["comm_total_s"] = float(t.pop("comm_total_s"))
         metrics.update(_plain(t))

@@ -69,3 +69,21 @@ def test_records_without_a_model_are_listed_not_paired():
     v = validate_records([serve, failed], [])
     assert v.pairs == [] and [(k, "which model, hardware and engine" in r) for _, k, r in v.unpaired] == \
         [("serve", True)]
+
+
+def test_a_point_pairs_with_its_newest_runs_estimate_not_an_older_ones():
+    from llmdissect.analysis.repeats import fold
+
+    older = measured({"peak_memory_bytes": 1e6, "step_time_s": {"median": 0.5, "n": 3}})
+    made = validate_records([older], []).computed[0]  # the estimate of an earlier day's model
+    made.metrics = {**made.metrics, "memory": {**made.metrics["memory"], "total_bytes": 9e6}}
+    newer = measured({"peak_memory_bytes": 1e6, "step_time_s": {"median": 0.5, "n": 3}})
+    [point] = fold([older, newer])
+    assert point.id == newer.id and len(point.runs) == 2
+    v = validate_records([point], [made])
+    pair = next(p for p in v.pairs if p.metric == "peak_memory_bytes")
+    assert pair.estimate == "computed" and pair.predicted != 9e6
+    assert [e.env["validates"] for e in v.computed] == [newer.id]
+    # the newest run's own estimate is the one it pairs with
+    v2 = validate_records([point], [made, v.computed[0]])
+    assert next(p for p in v2.pairs if p.metric == "peak_memory_bytes").estimate == v.computed[0].id

@@ -150,24 +150,25 @@ def label(r: RunRecord) -> str:
 
 def _made_for(records: list[RunRecord], estimates: Iterable[RunRecord]) -> tuple[dict[int, RunRecord], dict]:
     """(estimate stored for each record, standalone estimates by join key). For a point
-    (analysis.repeats) the estimate stored for its newest run that has one; only one per record
-    is kept however many stream by, so memory grows with the points, not the estimates."""
-    order: dict[str, tuple[int, int]] = {}
+    (analysis.repeats) only the estimate stored for its newest run: one made for an older run
+    came from the model and calibration of that day, and a change to perfmodel since would
+    not show in the scoreboard. Only one per record is kept however many stream by, so memory
+    grows with the points, not the estimates."""
+    newest: dict[str, int] = {}
     for i, r in enumerate(records):
-        for k, rid in enumerate([*(run.id for run in getattr(r, "runs", [])), r.id]):
-            order[rid] = (i, k)  # later in the list: newer (the record's own id last)
-    best: dict[int, tuple[int, RunRecord]] = {}
+        newest[r.id] = i  # the record's own id is its newest run (analysis.repeats)
+    made: dict[int, RunRecord] = {}
     stored: dict[tuple, RunRecord] = {}
     for e in estimates:  # oldest first: the newest of a configuration wins
         if e.env.get("validates"):
-            where = order.get(e.env["validates"])
-            if where is not None and where[1] >= best.get(where[0], (-1, None))[0]:
-                best[where[0]] = (where[1], e)
+            i = newest.get(e.env["validates"])
+            if i is not None:
+                made[i] = e
             continue
         k = join_key(e.config.get("kind_estimated", ""), e.config)
         if k is not None:
             stored[k] = e
-    return {i: e for i, (_, e) in best.items()}, stored
+    return made, stored
 
 
 def validate_records(records: list[RunRecord], estimates: Iterable[RunRecord]) -> Validation:

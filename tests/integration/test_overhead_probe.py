@@ -31,13 +31,3 @@ def test_the_serving_engine_probe_times_transformers_own_iterations():
         assert 0 < out[key] < 1, (key, out[key])
     # the engine's costs are what its iterations take beyond the forwards (never below 0)
     assert out["serve_engine_step_s"] == pytest.approx(max(0.0, out["serve_iteration_1_s"] - out["serve_forward_1_s"]))
-
-
-def test_the_first_touch_probe_fills_fresh_memory_slower_than_warm():
-    from llmdissect.micro.fresh_memory import measure_fresh_memory
-
-    out = measure_fresh_memory(repeats=3)
-    assert 0 < out["warm_fill_s"] < 1 and 0 < out["fresh_fill_s"] < 1
-    # a fresh 64 MiB mapping faults 16384 pages on its first fill (Linux zeroes each)
-    assert out["fresh_fill_s"] > out["warm_fill_s"]
-    assert out["fresh_memory_bytes_per_s"] > 0

@@ -72,10 +72,6 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         done[0] += 1
         report(config, done[0], total, f"{device} fixed costs")
         overheads = measure_overheads(device, min(config["min_time_s"], 0.3), config.get("seed", 0))
-        if device == "cpu":  # first touch of memory the allocator maps afresh (GPUs cache theirs)
-            from llmdissect.micro.fresh_memory import measure_fresh_memory
-
-            overheads.update(measure_fresh_memory())
         done[0] += 1
         report(config, done[0], total, f"{device} GEMM shapes")
         summary = summarize_device(rows, copy)

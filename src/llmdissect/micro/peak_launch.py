@@ -44,8 +44,6 @@ def profile_update(metrics: dict[str, Any], record_id: str | None = None) -> dic
         for key in FIXED_COST_KEYS:  # fixed costs (micro.overhead)
             if (entry.get("overheads") or {}).get(key) is not None:
                 section[key] = entry["overheads"][key]
-        if (entry.get("overheads") or {}).get("fresh_memory_bytes_per_s"):  # micro.fresh_memory
-            section["fresh_memory_bytes_per_s"] = entry["overheads"]["fresh_memory_bytes_per_s"]
         if entry.get("gemm_grid"):
             section["gemm_efficiency_by_shape"] = entry["gemm_grid"]
         if entry.get("memory_bandwidth_one_thread_bytes_per_s"):

@@ -100,8 +100,7 @@ def train_space(kind: str, m: ModelSpec, mach: Machine, seq: int, e: float, *, r
     deepspeed = (g["off"] == 1) * 1
     calls = sharded_collective_calls(m, fsdp, deepspeed, tp, pp)
     t = train_time(m, mach, layer_weight_bytes=layer_bytes, sharded_calls=calls, flat=deepspeed, fsdp=fsdp,
-                   lora_rank=g["rank"], lora_targets=wt.resolve_lora_targets(m, wt.LORA_TARGETS_DEFAULT), memory=mem,
-                   **kw)
+                   lora_rank=g["rank"], lora_targets=wt.resolve_lora_targets(m, wt.LORA_TARGETS_DEFAULT), **kw)
     host_cap = mach.platform.host_memory_bytes or np.inf
     fits_dev = mem[mn.TOTAL_BYTES] <= mach.platform.device.memory_bytes
     fits_host = mem["host_bytes"] * devices <= host_cap

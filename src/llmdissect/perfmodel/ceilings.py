@@ -147,15 +147,11 @@ def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None =
                   if applies and len(pt) == 2 and 0 < pt[1] <= 1)
     experts = tuple(tuple(map(float, pt)) for pt in ((section or {}).get("experts_efficiency_by_rows") or ())
                     if applies and len(pt) == 2 and pt[0] > 0 and 0 < pt[1] <= 1)
-    fresh = (section or {}).get("fresh_memory_bytes_per_s") if applies and hw.kind == "cpu" else None
-    fresh = float(fresh) / shared if isinstance(fresh, (int, float)) and not isinstance(fresh, bool) and fresh > 0 \
-        else 0.0  # the processes fault their pages on 1/N of the cores each
     cache = (section or {}).get("last_level_cache_bytes") if applies and hw.kind == "cpu" else None
     cache = float(cache) / shared if isinstance(cache, (int, float)) and cache > 0 else 0.0
     grid = _gemm_grid((section or {}).get("gemm_efficiency_by_shape") if applies else None, dtype, sources)
     ceilings = Ceilings(float(peak) / shared, float(bandwidth) / shared, eff, gemm_efficiency_by_flops=curve,
                         experts_efficiency_by_rows=experts, gemm_grid=grid, cache_bytes=cache,
-                        fresh_memory_bytes_per_s=fresh,
                         asynchronous=hw.kind == "gpu", **fixed) \
         if peak and bandwidth else None
     link = platform.interconnect or hw.link

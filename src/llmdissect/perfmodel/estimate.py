@@ -90,7 +90,7 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
         t = train_time(m, mach, layer_weight_bytes=layer_bytes, sharded_calls=setup.sharded_calls,
                        flat=int(setup.flat_optimizer), fsdp=int(setup.engine == "fsdp"),
                        lora_rank=setup.lora_rank, lora_targets=targets,
-                       lora_dropout=LORA_DROPOUTS.index(setup.lora_dropout), memory=memory, **kw)
+                       lora_dropout=LORA_DROPOUTS.index(setup.lora_dropout), **kw)
         metrics["comm_total_s"] = float(t.pop("comm_total_s"))
         metrics.update(_plain(t))
     else:

@@ -42,10 +42,6 @@ class Ceilings:
     (micro.serve_engine; 0 where not measured)."""
     serve_engine_seq_s: float = 0.0
     """... and per sequence in the iteration's batch."""
-    fresh_memory_bytes_per_s: float = 0.0
-    """The rate at which memory newly mapped from the operating system is touched the first
-    time (page faults and zeroing, micro.fresh_memory), beyond writing it; 0: no such cost (a
-    GPU's caching allocator, or not measured)."""
     cache_bytes: float = 0.0
     """A CPU's last-level cache (what `peak` read from sysfs); 0: no reuse between operators
     is counted (GPUs, whose foreach kernels sweep every tensor per operator)."""
@@ -163,13 +159,6 @@ def gemm_time_s(c: Ceilings, flops, nbytes, shape=None):
 def attention_time_s(c: Ceilings, flops, nbytes):
     """A fused attention kernel (sdpa / flash), or eager attention's two matmuls."""
     return op_time_s(flops, nbytes, c.attention_flops_per_s(), c.bytes_per_s())
-
-
-def fresh_memory_time_s(c: Ceilings, nbytes):
-    """First touch of `nbytes` of memory the allocator mapped afresh: bytes / the measured
-    first-touch rate (0 where none was measured)."""
-    rate = c.fresh_memory_bytes_per_s
-    return nbytes / rate if rate > 0 else 0.0 * nbytes
 
 
 def memory_time_s(c: Ceilings, nbytes):

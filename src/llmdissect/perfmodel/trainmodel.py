@@ -7,10 +7,8 @@ offload 0 none / 1 optimizer / 2 params, lora 0/1):
     step = (m + p - 1) x t_micro                   1F1B with its pipeline bubble
            + exposed data-parallel / ZeRO comm     (overlap fraction hidden in backward)
            + optimizer (on device, or CPU Adam plus PCIe traffic when offloaded)
-           + first touch of the step's transient memory beyond the activations (CPU)
     t_micro = forward + backward (2x forward GEMMs for full training, 1x for a frozen base)
               + recomputed forward + TP all-reduces + pipeline sends
-              + first touch of the micro-batch's activations (CPU: fresh_step_bytes)
 """
 from __future__ import annotations
 
@@ -29,7 +27,7 @@ from llmdissect.perfmodel.layertime import (
     layer_op_recompute_time_s,
     model_param_tensors,
 )
-from llmdissect.perfmodel.roofline import fresh_memory_time_s, memory_time_s, vmax
+from llmdissect.perfmodel.roofline import memory_time_s
 from llmdissect.perfmodel.stepmemory import optimizer_step_transient_bytes, training_step_peak_bytes
 from llmdissect.specs.models import ModelSpec
 
@@ -81,7 +79,7 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
 
 def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
                optimizer, lora, lora_params, frozen_weight_bytes, layer_weight_bytes, sharded_calls=1, flat=0,
-               pure=0, ep=1, lora_rank=0, lora_targets=(), lora_dropout=0, fsdp=0, memory=None):
+               pure=0, ep=1, lora_rank=0, lora_targets=(), lora_dropout=0, fsdp=0):
     """Per-step times (s), throughput and MFU; needs `mach.ceilings`. `layer_weight_bytes`
     is one decoder layer's weights as stored (quantized under QLoRA); `sharded_calls` how many
     collectives a sharded (ZeRO-2/3) pass splits its traffic into (one per wrapped layer
@@ -91,9 +89,7 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     (op_costs.sharding_copies) run at the element-wise memory rate, a fixed cost per call.
     LoRA's adapters (`lora_rank`, resolved `lora_targets`, `lora_dropout` an index into
     op_costs.LORA_DROPOUTS) run beside the frozen layers in every pass at their roofline
-    (layertime.layer_adapter_time_s); with no targets given, at their FLOPs alone.
-    `memory` (train_memory's dict) gives the bytes a CPU step takes afresh from the operating
-    system (fresh_step_bytes), paid at the measured first-touch rate."""
+    (layertime.layer_adapter_time_s); with no targets given, at their FLOPs alone."""
     c, net = mach.ceilings, mach.network
     layers = m.num_layers / pp
     tokens = b * s
@@ -133,10 +129,8 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     fwd = fwd + memory_time_s(c, 2 * copies.fwd_weights * weight_bytes) + copies.fwd_calls * tensors * c.op_fixed_s
     bwd = bwd + memory_time_s(c, 2 * (copies.bwd_weights * weight_bytes + copies.bwd_grads * grad_bytes)) \
         + copies.bwd_calls * tensors * c.op_fixed_s
-    fresh_fwd, fresh_step = fresh_step_bytes(memory)
-    fwd = fwd + fresh_memory_time_s(c, fresh_fwd)
     t_micro = fwd + bwd + recompute + tp_comm + pp_comm + ep_comm
-    compute = (ga + pp - 1) * t_micro + fresh_memory_time_s(c, fresh_step)
+    compute = (ga + pp - 1) * t_micro
     dp_net = comm.group_network(net, mach.scale_out, mach.node_devices, dp, tp * pp)
     dp_comm = comm.data_parallel_comm_s(dp_net, zero, psi_shard * e, psi_shard * e + frozen_shard, dp, ga,
                                         calls=sharded_calls)
@@ -162,26 +156,13 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     mfpt = fl.model_flops_per_token(m, s, lora * lora_params)
     hfpt = fl.hardware_flops_per_token(m, s, rc, lora * lora_params)
     peak_total = c.peak_flops_per_s * devices
-    return {mn.TIME: {mn.STEP_S: step, mn.FORWARD_S: ga * fwd,
-                      mn.BACKWARD_S: ga * (bwd + recompute) + fresh_memory_time_s(c, fresh_step),
+    return {mn.TIME: {mn.STEP_S: step, mn.FORWARD_S: ga * fwd, mn.BACKWARD_S: ga * (bwd + recompute),
                       mn.OPTIMIZER_S: optimizer_s + param_fetch,
                       mn.COMM_S: ga * (tp_comm + pp_comm + ep_comm) + exposed,
                       "bubble_s": (pp - 1) * t_micro},
             mn.TOKENS_PER_S: tokens_per_s, mn.TOKENS_PER_S_PER_DEVICE: tokens_per_s / devices,
             mn.MFU: tokens_per_s * mfpt / peak_total, mn.HFU: tokens_per_s * hfpt / peak_total,
             mn.MODEL_FLOPS_PER_TOKEN: mfpt, "comm_total_s": dp_comm}
-
-
-def fresh_step_bytes(memory):
-    """(per micro-batch, per step) bytes a training step maps afresh, from train_memory's
-    dict: glibc's malloc hands the memory freed at the end of a step back to the system
-    (micro.fresh_memory), so each micro-batch's activations land on new pages in its forward,
-    and the rest of the step's transient peak (the gradients as they meet the activations in
-    backward, the optimizer's temporaries) once a step. (0, 0) without a memory dict."""
-    if memory is None:
-        return 0.0, 0.0
-    acts, peak = memory[mn.ACTIVATIONS_BYTES], memory["step_peak_bytes"]
-    return acts, vmax(peak - acts, 0.0)
 
 
 def shard_div(tp, pp):

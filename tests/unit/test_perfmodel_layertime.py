@@ -44,7 +44,23 @@ def test_layer_gemms_are_the_bench_projections(m):
     # one nn.Linear each, as transformers' Llama runs them: each reads its input and writes its output
     weights = e * lt.layer_weight_elements(m)
     io = e * T * sum(k + n for k, n in rows)
-    assert lt.layer_gemm_time_s(BYTES_ONLY, m, T, e, weights) == weights + io
+    gpu = Ceilings(1e30, 1.0, EFF, asynchronous=True)
+    assert lt.layer_gemm_time_s(gpu, m, T, e, weights) == weights + io
+    # on a CPU the activations move once more, apart from the kernel (gemm_activation_time_s)
+    assert lt.layer_gemm_time_s(BYTES_ONLY, m, T, e, weights) == weights + 2 * io
+
+
+def test_a_cpu_product_moves_its_activations_at_the_element_wise_rate():
+    from llmdissect.perfmodel.roofline import gemm_activation_time_s, gemm_time_s
+
+    cpu = Ceilings(1e12, 1e11, {**EFF, "memory": 0.4})
+    io = opc.linear_io_bytes(256, 384, 1024, 4)
+    assert io == 4 * 256 * (384 + 1024)
+    assert gemm_activation_time_s(cpu, io) == pytest.approx(io / (1e11 * 0.4))
+    flops = opc.linear_flops(256, 384, 1024)
+    assert gemm_time_s(cpu, flops, 0.0, None, io) == pytest.approx(flops / 1e12 + io / 4e10)
+    gpu = Ceilings(1e12, 1e11, {**EFF, "memory": 0.4}, asynchronous=True)
+    assert gemm_activation_time_s(gpu, io) == 0.0 and gemm_time_s(gpu, flops, 0.0, None, io) == flops / 1e12
 
 
 @pytest.mark.parametrize("eager", [0, 1])
@@ -70,5 +86,6 @@ def test_elementwise_and_head_bytes(m):
     assert lt.layer_elementwise_time_s(BYTES_ONLY, m, T, e, tp) == pytest.approx(norms + adds + (rope + swiglu) / tp)
     head = e * (T * h + h * V + T * V)
     loss = (4 * T * V + 8 * T + 4) + (8 * T * V + 8 * T)  # fp32 cross-entropy forward and backward
-    assert lt.head_forward_time_s(BYTES_ONLY, m, T, e) == pytest.approx(head + loss)
-    assert lt.head_forward_time_s(BYTES_ONLY, m, T, e, with_loss=0) == pytest.approx(head)
+    moved = e * (T * h + T * V)  # a CPU moves the head's input and logits apart from the kernel
+    assert lt.head_forward_time_s(BYTES_ONLY, m, T, e) == pytest.approx(head + loss + moved)
+    assert lt.head_forward_time_s(BYTES_ONLY, m, T, e, with_loss=0) == pytest.approx(head + moved)

@@ -92,16 +92,18 @@ def layer_gemm_time_s(c: Ceilings, m: ModelSpec, tokens, e, weight_bytes, tp=1):
     total = 0.0
     for i, (k, n) in enumerate(shapes):
         flops = opc.linear_flops(tokens, k, n) / tp
-        nbytes = (weight_bytes * k * n / weights + opc.linear_io_bytes(tokens, k, n, e)) / tp
+        io = opc.linear_io_bytes(tokens, k, n, e) / tp
+        nbytes = weight_bytes * k * n / weights / tp + io
         if not m.is_moe or i < mlp_from:
             # under TP each rank runs a 1/tp slice of every product (columns or rows alike here)
-            total = total + gemm_time_s(c, flops, nbytes, (tokens, k, n / tp))
+            total = total + gemm_time_s(c, flops, nbytes, (tokens, k, n / tp), io)
             continue
         for j, (count, rows, gk, gn) in enumerate(moe_mlp_gemms(m, tokens, k, n, down=i == len(shapes) - 1)):
             share = count * rows * gk * gn / (tokens * k * n)  # of this dense-equivalent GEMM's work
             grouped = experts_gemm_time_s(c, flops * share, nbytes * share, rows) if j == 0 else None
             total = total + (grouped if grouped is not None else
-                             count * gemm_time_s(c, flops * share / count, nbytes * share / count, (rows, gk, gn / tp)))
+                             count * gemm_time_s(c, flops * share / count, nbytes * share / count, (rows, gk, gn / tp),
+                                                 io * share / count))
     return total
 
 
@@ -154,7 +156,7 @@ def layer_op_recompute_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_
     _, redone = op_policy_gemms(m)
     gemms = sum(gemm_time_s(c, opc.linear_flops(tokens, k, n) / tp,
                             (weight_bytes * k * n / weights + opc.linear_io_bytes(tokens, k, n, e)) / tp,
-                            (tokens, k, n / tp))
+                            (tokens, k, n / tp), opc.linear_io_bytes(tokens, k, n, e) / tp)
                 for k, n, _ in redone)
     ops = len(opc.LAYER_FORWARD_OPS) - len(shapes) + len(redone) - (1 - eager)  # the saved ones are not rerun
     kernels = (gemms + layer_elementwise_time_s(c, m, tokens, e, tp)
@@ -218,5 +220,6 @@ def head_forward_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1, with_loss=1)
     loss = with_loss * (opc.cross_entropy(tokens, m.vocab_size, "fwd").bytes
                         + opc.cross_entropy(tokens, m.vocab_size, "bwd").bytes) / tp
     fixed = c.forward_fixed_s + with_loss * 2 * len(opc.LOSS_OPS) * c.op_fixed_s
-    return (gemm_time_s(c, head.flops / tp, head.bytes / tp, (tokens, m.hidden_size, m.vocab_size / tp))
+    io = opc.linear_io_bytes(tokens, m.hidden_size, m.vocab_size, e) / tp
+    return (gemm_time_s(c, head.flops / tp, head.bytes / tp, (tokens, m.hidden_size, m.vocab_size / tp), io)
             + memory_time_s(c, loss) + fixed)

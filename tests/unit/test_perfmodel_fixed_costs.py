@@ -95,3 +95,27 @@ def test_on_a_cpu_no_collective_hides_behind_compute():
 
     assert assumptions_for("cpu")["overlap_fraction"] == 0.0
     assert assumptions_for("gpu")["overlap_fraction"] == 0.5
+
+
+def _optimizer_s(profile, nproc=1, zero=0, kind="pretrain", engine="auto", **kw):
+    setup = TrainSetup(kind=kind, model=get_model("tiny-llama"), platform=resolve_platform("cpu", nproc),
+                       zero=zero, dtype="fp32", seq=64, engine_name=engine, **kw)
+    return estimate_train(setup, machine_for(setup.platform, "fp32", profile)).metrics["time"]["optimizer_s"]
+
+
+@pytest.mark.parametrize("nproc,zero,engine,kind,kw,tensors", [
+    (1, 0, "auto", "pretrain", {}, 6 * 9 + 3),  # 7 projections and 2 norms a layer; embedding, norm, head
+    (2, 1, "ddp", "pretrain", {}, (6 * 9 + 3) / 2),  # ZeroRedundancyOptimizer: whole tensors, half each
+    (2, 2, "deepspeed", "pretrain", {}, 1),  # one flat partition
+    (1, 0, "auto", "finetune", {"lora_rank": 8, "lora_targets": ("q_proj", "v_proj")},
+     2 * 2 * 6),  # A and B of 2 projections in 6 layers
+])
+def test_the_optimizer_pays_its_per_tensor_cost_once_per_tensor_it_steps(nproc, zero, engine, kind, kw, tensors):
+    from llmdissect.perfmodel.trainmodel import optimizer_tensors
+
+    m = get_model("tiny-llama")
+    assert sum(c for c, _ in lt.model_param_tensors(m)) == 6 * 9 + 3
+    with_cost = _optimizer_s({"cpu": {**HUGE, "optimizer_tensor_s": 20e-6}}, nproc, zero, kind, engine, **kw)
+    without = _optimizer_s({"cpu": HUGE}, nproc, zero, kind, engine, **kw)
+    assert with_cost - without == pytest.approx(tensors * 20e-6)
+    assert optimizer_tensors(m, 1, 0, 0, 0, 1, 1) == 2 * 4 * 6  # LoRA, none resolved: bench finetune's 4

@@ -11,6 +11,10 @@
 - `generate_call_s`: what one `generate` call pays before its first token beyond the
   prompt's forward (generation config, logits processors, cache set-up, the first pick):
   a one-token `generate` minus the prompt's forward.
+- `optimizer_tensor_s`: what torch's AdamW step and zero_grad pay per parameter tensor
+  beyond its bytes (on a CPU the single-tensor implementation runs about ten operators per
+  tensor, each a dispatch): a step over OPTIMIZER_TENSORS tensors of 64 elements, whose
+  traffic is negligible, divided by their number.
 - `generate_step_s`: what `generate` pays per decode step outside the model's forward
   (logits processing, the greedy pick, stopping checks, cache bookkeeping): the time per
   further step of a `debug-llama` generate call minus the time of its one-token forward.
@@ -26,6 +30,8 @@ PROBE_MODEL = "debug-llama"
 PROMPT_TOKENS = 16
 GENERATE_TOKENS = 16
 
+
+OPTIMIZER_TENSORS = 64
 
 BLOCKS = 3
 """Each time is the least of the medians of this many blocks of the loop: a block that
@@ -83,6 +89,7 @@ def measure_overheads(device: str, min_time_s: float = 0.2, seed: int = 0) -> di
         t_generate = _timed(lambda: generate(GENERATE_TOKENS), device, min_time_s)
         t_first = _timed(lambda: generate(1), device, min_time_s)
         t_prefill = _timed(lambda: model(prompt, use_cache=True), device, min_time_s)
+    t_optimizer = _optimizer_step_s(device, min_time_s)
     # generate = set-up + prefill + first pick, then GENERATE_TOKENS - 1 decode steps
     per_step = (t_generate - t_first) / (GENERATE_TOKENS - 1)
     # what one forward pays outside its layers (mask and rotary set-up, embedding, final
@@ -90,5 +97,23 @@ def measure_overheads(device: str, min_time_s: float = 0.2, seed: int = 0) -> di
     outside = max(0.0, t_forward - spec.num_layers * t_layer)
     return {"op_fixed_s": t_layer / len(LAYER_FORWARD_OPS), "forward_fixed_s": outside,
             "generate_step_s": max(0.0, per_step - t_forward),
-            "generate_call_s": max(0.0, t_first - t_prefill), "layer_forward_s": t_layer,
+            "generate_call_s": max(0.0, t_first - t_prefill), "optimizer_tensor_s": t_optimizer / OPTIMIZER_TENSORS,
+            "layer_forward_s": t_layer,
             "layer_ops": len(LAYER_FORWARD_OPS), "forward_one_token_s": t_forward, "probe_model": PROBE_MODEL}
+
+
+def _optimizer_step_s(device: str, min_time_s: float) -> float:
+    """One AdamW step and zero_grad over OPTIMIZER_TENSORS tiny tensors, as the training
+    bench runs them (torch's default implementation for the device, gradients kept)."""
+    import torch
+
+    params = [torch.nn.Parameter(torch.zeros(64, device=device)) for _ in range(OPTIMIZER_TENSORS)]
+    for p in params:
+        p.grad = torch.zeros_like(p)
+    optimizer = torch.optim.AdamW(params)
+
+    def step() -> None:
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=False)
+
+    return _timed(step, device, min_time_s)

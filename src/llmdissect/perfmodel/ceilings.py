@@ -72,7 +72,7 @@ def _collective_source(fits: dict, backend: str, n: int) -> str:
 
 
 FIXED_COST_KEYS = ("op_fixed_s", "forward_fixed_s", "generate_step_s", "generate_call_s", "serve_engine_step_s",
-                   "serve_engine_seq_s")
+                   "serve_engine_seq_s", "optimizer_tensor_s")
 
 
 def _fixed_costs(kind: str, section: dict[str, Any] | None, sources: dict) -> dict[str, float]:

@@ -37,6 +37,10 @@ class Ceilings:
     generate_call_s: float = 0.0
     """What one `generate` call pays before its first token beyond the prompt's forward
     (set-up of the generation config, processors and cache; the first pick)."""
+    optimizer_tensor_s: float = 0.0
+    """What the optimizer's step and zero_grad pay per parameter tensor beyond its bytes
+    (micro.overhead; 0 where not measured: on a GPU torch's foreach AdamW runs one kernel per
+    operator for a whole group of tensors)."""
     serve_engine_step_s: float = 0.0
     """What transformers' continuous-batching engine pays per iteration beyond the model
     (micro.serve_engine; 0 where not measured)."""

@@ -17,6 +17,7 @@ from llmdissect.perfmodel import activations as act
 from llmdissect.perfmodel import comm, moe, states
 from llmdissect.perfmodel import flops as fl
 from llmdissect.perfmodel import op_costs as opc
+from llmdissect.perfmodel import weights as wt
 from llmdissect.perfmodel.ceilings import Machine
 from llmdissect.perfmodel.layertime import (
     head_forward_time_s,
@@ -149,7 +150,9 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     host_bw = (host.bandwidth_bytes_per_s * host.efficiency) if host is not None else c.bytes_per_s()
     cpu_adam = psi_shard * shard_div(tp, pp) / mach.assumptions["cpu_adam_params_per_s"] + psi_local * 2 * e / host_bw
     param_fetch = (off >= 2) * ga * 2 * psi_local * e / host_bw
-    optimizer_s = (off < 1) * on_device + (off >= 1) * cpu_adam + memory_time_s(c, 2 * copies.opt_grads * grad_bytes)
+    optimizer_s = (off < 1) * (on_device + optimizer_tensors(m, lora, len(lora_targets), flat, zero, dp, pp)
+                               * c.optimizer_tensor_s) \
+        + (off >= 1) * cpu_adam + memory_time_s(c, 2 * copies.opt_grads * grad_bytes)
     step = compute + exposed + optimizer_s + param_fetch
     tokens_per_s = tokens * ga * dp / step
     devices = dp * tp * pp
@@ -163,6 +166,18 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
             mn.TOKENS_PER_S: tokens_per_s, mn.TOKENS_PER_S_PER_DEVICE: tokens_per_s / devices,
             mn.MFU: tokens_per_s * mfpt / peak_total, mn.HFU: tokens_per_s * hfpt / peak_total,
             mn.MODEL_FLOPS_PER_TOKEN: mfpt, "comm_total_s": dp_comm}
+
+
+def optimizer_tensors(m: ModelSpec, lora, adapted, flat, zero, dp, pp):
+    """Parameter tensors the optimizer steps on one rank, each paying the per-tensor cost
+    (Ceilings.optimizer_tensor_s): LoRA's A and B per `adapted` projection per layer (bench
+    finetune's default targets where none are resolved); one flat partition (DeepSpeed); a
+    1/dp share of the tensors under ZeRO-1 (torch's ZeroRedundancyOptimizer hands out whole
+    tensors); else every tensor of the model's stage (FSDP2 keeps each parameter a tensor)."""
+    full = sum(count for count, _ in model_param_tensors(m)) / pp
+    adapters = 2 * (adapted or len(wt.LORA_TARGETS_DEFAULT)) * m.num_layers / pp
+    dense = flat + (1 - flat) * full / (1 + (zero == 1) * (dp - 1))
+    return lora * adapters + (1 - lora) * dense
 
 
 def shard_div(tp, pp):

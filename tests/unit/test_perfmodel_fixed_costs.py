@@ -118,4 +118,4 @@ def test_the_optimizer_pays_its_per_tensor_cost_once_per_tensor_it_steps(nproc, 
     with_cost = _optimizer_s({"cpu": {**HUGE, "optimizer_tensor_s": 20e-6}}, nproc, zero, kind, engine, **kw)
     without = _optimizer_s({"cpu": HUGE}, nproc, zero, kind, engine, **kw)
     assert with_cost - without == pytest.approx(tensors * 20e-6)
-    assert optimizer_tensors(m, 1, 0, 0, 0, 1, 1) == 2 * 4 * 6  # LoRA, none resolved: bench finetune's 4
+    assert optimizer_tensors(m, 6 * 9 + 3, 1, 0, 0, 0, 1, 1) == 2 * 4 * 6  # LoRA, none resolved: bench finetune's 4

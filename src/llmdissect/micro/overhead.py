@@ -103,8 +103,9 @@ def measure_overheads(device: str, min_time_s: float = 0.2, seed: int = 0) -> di
 
 
 def _optimizer_step_s(device: str, min_time_s: float) -> float:
-    """One AdamW step and zero_grad over OPTIMIZER_TENSORS tiny tensors, as the training
-    bench runs them (torch's default implementation for the device, gradients kept)."""
+    """One AdamW step and zero_grad over OPTIMIZER_TENSORS tiny tensors with torch's default
+    implementation for the device. The bench sets gradients to None; here they are kept
+    (zeroed), so that every timed step has gradients to apply."""
     import torch
 
     params = [torch.nn.Parameter(torch.zeros(64, device=device)) for _ in range(OPTIMIZER_TENSORS)]

@@ -154,10 +154,9 @@ def layer_op_recompute_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_
     shapes = layer_gemm_shapes(m)
     weights = sum(k * n for k, n in shapes)
     _, redone = op_policy_gemms(m)
-    gemms = sum(gemm_time_s(c, opc.linear_flops(tokens, k, n) / tp,
-                            (weight_bytes * k * n / weights + opc.linear_io_bytes(tokens, k, n, e)) / tp,
-                            (tokens, k, n / tp), opc.linear_io_bytes(tokens, k, n, e) / tp)
-                for k, n, _ in redone)
+    gemms = sum(gemm_time_s(c, opc.linear_flops(tokens, k, n) / tp, weight_bytes * k * n / weights / tp + io,
+                            (tokens, k, n / tp), io)
+                for k, n, _ in redone for io in [opc.linear_io_bytes(tokens, k, n, e) / tp])
     ops = len(opc.LAYER_FORWARD_OPS) - len(shapes) + len(redone) - (1 - eager)  # the saved ones are not rerun
     kernels = (gemms + layer_elementwise_time_s(c, m, tokens, e, tp)
                + eager * layer_attention_time_s(c, m, b, s, e, eager, tp))

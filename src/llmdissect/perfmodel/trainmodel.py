@@ -150,7 +150,7 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     host_bw = (host.bandwidth_bytes_per_s * host.efficiency) if host is not None else c.bytes_per_s()
     cpu_adam = psi_shard * shard_div(tp, pp) / mach.assumptions["cpu_adam_params_per_s"] + psi_local * 2 * e / host_bw
     param_fetch = (off >= 2) * ga * 2 * psi_local * e / host_bw
-    optimizer_s = (off < 1) * (on_device + optimizer_tensors(m, lora, len(lora_targets), flat, zero, dp, pp)
+    optimizer_s = (off < 1) * (on_device + optimizer_tensors(m, tensors, lora, len(lora_targets), flat, zero, dp, pp)
                                * c.optimizer_tensor_s) \
         + (off >= 1) * cpu_adam + memory_time_s(c, 2 * copies.opt_grads * grad_bytes)
     step = compute + exposed + optimizer_s + param_fetch
@@ -168,15 +168,14 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
             mn.MODEL_FLOPS_PER_TOKEN: mfpt, "comm_total_s": dp_comm}
 
 
-def optimizer_tensors(m: ModelSpec, lora, adapted, flat, zero, dp, pp):
+def optimizer_tensors(m: ModelSpec, stage_tensors, lora, adapted, flat, zero, dp, pp):
     """Parameter tensors the optimizer steps on one rank, each paying the per-tensor cost
     (Ceilings.optimizer_tensor_s): LoRA's A and B per `adapted` projection per layer (bench
     finetune's default targets where none are resolved); one flat partition (DeepSpeed); a
     1/dp share of the tensors under ZeRO-1 (torch's ZeroRedundancyOptimizer hands out whole
-    tensors); else every tensor of the model's stage (FSDP2 keeps each parameter a tensor)."""
-    full = sum(count for count, _ in model_param_tensors(m)) / pp
+    tensors); else the `stage_tensors` of the model's stage (FSDP2 keeps each parameter a tensor)."""
     adapters = 2 * (adapted or len(wt.LORA_TARGETS_DEFAULT)) * m.num_layers / pp
-    dense = flat + (1 - flat) * full / (1 + (zero == 1) * (dp - 1))
+    dense = flat + (1 - flat) * stage_tensors / (1 + (zero == 1) * (dp - 1))
     return lora * adapters + (1 - lora) * dense
 
 

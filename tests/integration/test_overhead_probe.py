@@ -31,3 +31,15 @@ def test_the_serving_engine_probe_times_transformers_own_iterations():
         assert 0 < out[key] < 1, (key, out[key])
     # the engine's costs are what its iterations take beyond the forwards (never below 0)
     assert out["serve_engine_step_s"] == pytest.approx(max(0.0, out["serve_iteration_1_s"] - out["serve_forward_1_s"]))
+
+
+def test_the_optimizer_probe_times_adamw_in_the_cache_as_the_passes_count_bytes():
+    from llmdissect.micro.optimizer_rates import measure_optimizer_cached_rate, probe_elements
+    from llmdissect.perfmodel.ceilings import MEASURED_RATE_KEYS
+
+    out = measure_optimizer_cached_rate(4 * 2**20, 20e-6, min_time_s=0.02)
+    assert set(MEASURED_RATE_KEYS) <= set(out)
+    assert out["optimizer_probe_elements"] == probe_elements(4 * 2**20)
+    # 80 bytes an element in well under a second, and not faster than any cache could give
+    rate = out["optimizer_cached_bytes_per_s"]
+    assert 80 * out["optimizer_probe_elements"] / rate < 1 and rate < 1e13, rate

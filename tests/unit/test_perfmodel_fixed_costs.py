@@ -119,3 +119,53 @@ def test_the_optimizer_pays_its_per_tensor_cost_once_per_tensor_it_steps(nproc, 
     without = _optimizer_s({"cpu": HUGE}, nproc, zero, kind, engine, **kw)
     assert with_cost - without == pytest.approx(tensors * 20e-6)
     assert optimizer_tensors(m, 6 * 9 + 3, 1, 0, 0, 0, 1, 1) == 2 * 4 * 6  # LoRA, none resolved: bench finetune's 4
+
+
+def test_adamw_moves_its_cached_passes_at_the_measured_rate_and_the_rest_at_the_copy_bandwidth():
+    from llmdissect.perfmodel.trainmodel import optimizer_step_s
+
+    bw, cached, cache = 30e9, 90e9, 32 * 2**20
+    eff = {"gemm": 1, "attention": 1, "memory": 0.4}
+    c = Ceilings(1e12, bw, eff, cache_bytes=cache, optimizer_cached_bytes_per_s=cached)
+    small, big = 2**18, 2**22  # working sets 6 x 4 x n: 6 MiB fits, 96 MiB spills
+    # a tensor that fits: 28 bytes an element from memory, the other 52 of the 80 in the cache
+    assert optimizer_step_s(c, 4, "adamw", [(1, small)]) == pytest.approx(28 / bw + 52 / cached)
+    # one that spills: all 80 at the copy bandwidth (not at the element-wise 0.4 of it)
+    assert optimizer_step_s(c, 4, "adamw", [(1, big)]) == pytest.approx(80 / bw)
+    mixed = optimizer_step_s(c, 4, "adamw", [(3, small), (1, big)])
+    share = big / (3 * small + big)
+    assert mixed == pytest.approx(share * 80 / bw + (1 - share) * (28 / bw + 52 / cached))
+    # sharded over 16 ranks, the big tensor's share fits too
+    assert optimizer_step_s(c, 4, "adamw", [(1, big)], shard=16) == pytest.approx(28 / bw + 52 / cached)
+    # a fused kernel and SGD move their fewest bytes once, at the copy bandwidth
+    assert optimizer_step_s(c, 4, "adamw-fused", [(1, big)]) == pytest.approx(28 / bw)
+    assert optimizer_step_s(c, 4, "sgd", [(1, big)]) == pytest.approx(20 / bw)
+
+
+def test_without_a_measured_cached_rate_the_optimizer_streams_its_traffic_at_the_element_wise_rate():
+    from llmdissect.perfmodel.trainmodel import optimizer_step_s
+
+    c = Ceilings(1e12, 30e9, {"gemm": 1, "attention": 1, "memory": 0.4}, cache_bytes=32 * 2**20)
+    tensors = [(3, 2**18), (1, 2**22)]
+    for opt in ("adamw", "adamw-fused", "sgd"):  # a GPU, or a CPU not calibrated: as before
+        traffic = opc.optimizer_step_traffic_bytes_per_param(4, opt, tensors, c.cache_bytes)
+        assert optimizer_step_s(c, 4, opt, tensors) == pytest.approx(traffic / (0.4 * 30e9))
+
+
+def test_the_cached_rate_reaches_the_estimate_from_the_profile_and_is_shared_between_processes():
+    profile = {"cpu": {**HUGE, "optimizer_cached_bytes_per_s": 80e9}}
+    one = machine_for(resolve_platform("cpu"), "fp32", profile).ceilings
+    two = machine_for(resolve_platform("cpu", 2), "fp32", profile).ceilings
+    assert one.optimizer_cached_bytes_per_s == 80e9
+    assert two.optimizer_cached_bytes_per_s == 40e9  # two processes share one CPU's cores
+    gpu = machine_for(resolve_platform("h100"), "bf16", {}).ceilings
+    assert gpu.optimizer_cached_bytes_per_s == 0.0  # not measured: the element-wise rate
+
+
+def test_the_cached_probe_is_a_quarter_of_the_cache_within_its_bounds():
+    from llmdissect.micro.optimizer_rates import MAX_ELEMENTS, MIN_ELEMENTS, UNKNOWN_CACHE_BYTES, probe_elements
+
+    assert probe_elements(32 * 2**20) == int(32 * 2**20 / 4 / (6 * 4))  # 349,525 elements, 8 MiB of 6 arrays
+    assert probe_elements(None) == probe_elements(UNKNOWN_CACHE_BYTES)
+    assert probe_elements(480 * 2**20) == MAX_ELEMENTS  # a VM reporting its host's cache
+    assert probe_elements(64 * 2**10) == MIN_ELEMENTS

@@ -39,7 +39,7 @@ another process on the machine slowed (a shared 2-core VM: one in three here, by
 does not set the machine's fixed costs, which are subtracted from one another."""
 
 
-def _timed(fn: Any, device: str, min_time_s: float) -> float:
+def timed_s(fn: Any, device: str, min_time_s: float) -> float:
     import torch
 
     from llmdissect.measure import LoopPolicy, Timer, measure_loop
@@ -84,11 +84,11 @@ def measure_overheads(device: str, min_time_s: float = 0.2, seed: int = 0) -> di
         def generate(tokens: int) -> None:
             model.generate(prompt, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=0)
 
-        t_layer = _timed(layer_forward, device, min_time_s)
-        t_forward = _timed(forward_one_token, device, min_time_s)
-        t_generate = _timed(lambda: generate(GENERATE_TOKENS), device, min_time_s)
-        t_first = _timed(lambda: generate(1), device, min_time_s)
-        t_prefill = _timed(lambda: model(prompt, use_cache=True), device, min_time_s)
+        t_layer = timed_s(layer_forward, device, min_time_s)
+        t_forward = timed_s(forward_one_token, device, min_time_s)
+        t_generate = timed_s(lambda: generate(GENERATE_TOKENS), device, min_time_s)
+        t_first = timed_s(lambda: generate(1), device, min_time_s)
+        t_prefill = timed_s(lambda: model(prompt, use_cache=True), device, min_time_s)
     t_optimizer = _optimizer_step_s(device, min_time_s)
     # generate = set-up + prefill + first pick, then GENERATE_TOKENS - 1 decode steps
     per_step = (t_generate - t_first) / (GENERATE_TOKENS - 1)
@@ -117,4 +117,4 @@ def _optimizer_step_s(device: str, min_time_s: float) -> float:
         optimizer.step()
         optimizer.zero_grad(set_to_none=False)
 
-    return _timed(step, device, min_time_s)
+    return timed_s(step, device, min_time_s)

@@ -72,6 +72,13 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         done[0] += 1
         report(config, done[0], total, f"{device} fixed costs")
         overheads = measure_overheads(device, min(config["min_time_s"], 0.3), config.get("seed", 0))
+        if device == "cpu":  # torch's AdamW on a CPU: its passes' rate in the cache
+            from llmdissect.micro.optimizer_rates import measure_optimizer_cached_rate
+            from llmdissect.specs.hardware import last_level_cache_bytes
+
+            overheads.update(measure_optimizer_cached_rate(
+                last_level_cache_bytes(), overheads["optimizer_tensor_s"], min(config["min_time_s"], 0.3),
+                config.get("seed", 0)))
         done[0] += 1
         report(config, done[0], total, f"{device} GEMM shapes")
         summary = summarize_device(rows, copy)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import llmdissect.metric_names as mn
-from llmdissect.perfmodel.ceilings import FIXED_COST_KEYS
+from llmdissect.perfmodel.ceilings import FIXED_COST_KEYS, MEASURED_RATE_KEYS
 
 TARGET = "llmdissect.micro.peak_child:run"
 
@@ -41,7 +41,7 @@ def profile_update(metrics: dict[str, Any], record_id: str | None = None) -> dic
         section = {"peak_flops_per_s": entry["peak_flops_per_s"],
                    "memory_bandwidth_bytes_per_s": entry["memory_bandwidth_bytes_per_s"], "record_id": record_id,
                    "threads": metrics.get("threads")}
-        for key in FIXED_COST_KEYS:  # fixed costs (micro.overhead)
+        for key in FIXED_COST_KEYS + MEASURED_RATE_KEYS:  # fixed costs (micro.overhead), AdamW's rates
             if (entry.get("overheads") or {}).get(key) is not None:
                 section[key] = entry["overheads"][key]
         if entry.get("gemm_grid"):

@@ -73,6 +73,8 @@ def _collective_source(fits: dict, backend: str, n: int) -> str:
 
 FIXED_COST_KEYS = ("op_fixed_s", "forward_fixed_s", "generate_step_s", "generate_call_s", "serve_engine_step_s",
                    "serve_engine_seq_s", "optimizer_tensor_s")
+MEASURED_RATE_KEYS = ("optimizer_cached_bytes_per_s",)
+"""Rates `peak` measures beside the fixed costs (micro.optimizer_rates); 0: not measured."""
 
 
 def _fixed_costs(kind: str, section: dict[str, Any] | None, sources: dict) -> dict[str, float]:
@@ -81,11 +83,11 @@ def _fixed_costs(kind: str, section: dict[str, Any] | None, sources: dict) -> di
     from llmdissect.perfmodel.op_costs import MODEL_EDGE_OPS
 
     measured = {k: float(v) for k, v in (section or {}).items()
-                if k in FIXED_COST_KEYS and isinstance(v, (int, float))
+                if k in FIXED_COST_KEYS + MEASURED_RATE_KEYS and isinstance(v, (int, float))
                 and not isinstance(v, bool) and v >= 0}
     if "op_fixed_s" in measured:
         sources["fixed_costs"] = "calibration profile (llmdissect peak)"
-        return {k: measured.get(k, 0.0) for k in FIXED_COST_KEYS}
+        return {k: measured.get(k, 0.0) for k in FIXED_COST_KEYS + MEASURED_RATE_KEYS}
     if kind == "gpu":
         sources["fixed_costs"] = "kernel launch default (defaults.OP_FIXED_S_GPU); generate's own step not modelled"
         return {**dict.fromkeys(FIXED_COST_KEYS, 0.0), "op_fixed_s": OP_FIXED_S_GPU,
@@ -150,6 +152,7 @@ def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None =
     cache = (section or {}).get("last_level_cache_bytes") if applies and hw.kind == "cpu" else None
     cache = float(cache) / shared if isinstance(cache, (int, float)) and cache > 0 else 0.0
     grid = _gemm_grid((section or {}).get("gemm_efficiency_by_shape") if applies else None, dtype, sources)
+    fixed.update({k: fixed[k] / shared for k in MEASURED_RATE_KEYS if k in fixed})
     ceilings = Ceilings(float(peak) / shared, float(bandwidth) / shared, eff, gemm_efficiency_by_flops=curve,
                         experts_efficiency_by_rows=experts, gemm_grid=grid, cache_bytes=cache,
                         asynchronous=hw.kind == "gpu", **fixed) \

@@ -306,15 +306,32 @@ def optimizer_step_traffic_bytes_per_param(dtype_bytes, optimizer: str = "adamw"
     (optimizer_step_bytes_per_param). `pure` 16-bit: every pass over the compute dtype's
     tensors instead of fp32 ones. Scalars or numpy arrays (`shard`)."""
     fewest = optimizer_step_bytes_per_param(dtype_bytes, optimizer, pure)
-    if optimizer not in ("adamw", "adam"):
+    if optimizer not in UNFUSED_OPTIMIZERS:
         return fewest
-    element = 4 + pure * (dtype_bytes - 4)  # the bytes of one element the passes go over
+    element = optimizer_element_bytes(dtype_bytes, pure)
     extra = ADAMW_UNFUSED_PASSES * element - fewest
+    return fewest + extra * optimizer_spilled_fraction(tensors, cache_bytes, shard, element)
+
+
+UNFUSED_OPTIMIZERS = ("adamw", "adam")
+"""The optimizers torch runs as ADAMW_UNFUSED_PASSES passes (the rest: the fewest bytes)."""
+
+
+def optimizer_element_bytes(dtype_bytes, pure=0):
+    """The bytes of one element the optimizer's passes go over: fp32 master weights and states,
+    or the compute dtype's under a `pure` 16-bit optimizer."""
+    return 4 + pure * (dtype_bytes - 4)
+
+
+def optimizer_spilled_fraction(tensors, cache_bytes, shard=1, element=4):
+    """The share of the parameters whose tensor's working set (ADAMW_WORKING_TENSORS x
+    `element` bytes x its elements / `shard`) does not fit in `cache_bytes`, so that every
+    unfused pass goes to memory. `tensors`: layertime.model_param_tensors' (count, elements)
+    list; None: all of them small (LoRA's adapters), spilled only where no cache is counted."""
     if tensors is None:
-        return fewest + extra * (cache_bytes <= 0)
+        return 1.0 * (cache_bytes <= 0)
     total = sum(c * n for c, n in tensors)
-    spilled = sum(c * n * (ADAMW_WORKING_TENSORS * element * n / shard > cache_bytes) for c, n in tensors)
-    return fewest + extra * spilled / total
+    return sum(c * n * (ADAMW_WORKING_TENSORS * element * n / shard > cache_bytes) for c, n in tensors) / total
 
 
 # ---- a sharding engine's own copies ----------------------------------------------------

@@ -41,6 +41,9 @@ class Ceilings:
     """What the optimizer's step and zero_grad pay per parameter tensor beyond its bytes
     (micro.overhead; 0 where not measured: on a GPU torch's foreach AdamW runs one kernel per
     operator for a whole group of tensors)."""
+    optimizer_cached_bytes_per_s: float = 0.0
+    """The rate of AdamW's unfused passes over a tensor whose working set stays in the
+    last-level cache, as the passes count bytes (micro.optimizer_rates); 0: not measured."""
     serve_engine_step_s: float = 0.0
     """What transformers' continuous-batching engine pays per iteration beyond the model
     (micro.serve_engine; 0 where not measured)."""

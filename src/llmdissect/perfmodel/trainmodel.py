@@ -139,13 +139,12 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     psi_local = psi_shard / (1 + (zero >= 1) * (dp - 1))
     shards = shard_div(tp, pp) * (1 + (zero >= 1) * (dp - 1))
     # a flat partition is one tensor of all the parameters, torch's optimizer sees each one
-    per_tensor = opc.optimizer_step_traffic_bytes_per_param(e, optimizer, model_param_tensors(m), c.cache_bytes,
-                                                           shards, pure)
-    one_flat = opc.optimizer_step_traffic_bytes_per_param(e, optimizer, [(1, m.params)], c.cache_bytes, shards, pure)
-    traffic = lora * opc.optimizer_step_traffic_bytes_per_param(e, optimizer, None, c.cache_bytes, pure=pure) \
+    per_tensor = optimizer_step_s(c, e, optimizer, model_param_tensors(m), shards, pure)
+    one_flat = optimizer_step_s(c, e, optimizer, [(1, m.params)], shards, pure)
+    per_param = lora * optimizer_step_s(c, e, optimizer, None, pure=pure) \
         + (1 - lora) * (flat * one_flat + (1 - flat) * per_tensor) \
-        + flat * 2 * e  # the updated partition copied back into the parameters: read and write
-    on_device = memory_time_s(c, psi_local * traffic)
+        + flat * 2 * e / optimizer_stream_rate(c)  # the updated partition copied into the parameters
+    on_device = psi_local * per_param
     host = mach.host_link
     host_bw = (host.bandwidth_bytes_per_s * host.efficiency) if host is not None else c.bytes_per_s()
     cpu_adam = psi_shard * shard_div(tp, pp) / mach.assumptions["cpu_adam_params_per_s"] + psi_local * 2 * e / host_bw
@@ -166,6 +165,42 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
             mn.TOKENS_PER_S: tokens_per_s, mn.TOKENS_PER_S_PER_DEVICE: tokens_per_s / devices,
             mn.MFU: tokens_per_s * mfpt / peak_total, mn.HFU: tokens_per_s * hfpt / peak_total,
             mn.MODEL_FLOPS_PER_TOKEN: mfpt, "comm_total_s": dp_comm}
+
+
+def optimizer_stream_rate(c) -> float:
+    """The rate of the optimizer's passes to and from memory. Where `peak` measured the cached
+    rate (a CPU), its copy bandwidth: torch's AdamW over tiny-llama's embedding and head
+    (3.1 M elements each) inside a training loop moved its 80 bytes an element at 26 GB/s, the
+    copy bandwidth of that minute 26-33 GB/s, while the element-wise rate of a model's small
+    rows (efficiency["memory"]) was 11 GB/s. Else (a GPU, no calibration) the element-wise
+    rate, as for every other pass over memory."""
+    return c.memory_bandwidth_bytes_per_s if c.optimizer_cached_bytes_per_s else c.bytes_per_s()
+
+
+def optimizer_step_s(c, e, optimizer, tensors, shard=1, pure=0):
+    """Seconds per parameter of one optimizer step on the device (`tensors` and `shard` as
+    op_costs.optimizer_spilled_fraction). A fused kernel, SGD: the fewest bytes at the
+    streaming rate. torch's unfused AdamW runs its passes one after another, each at the rate
+    of where its operands are: a tensor that spills the cache moves all of them at the
+    streaming rate; one that fits moves its fewest bytes at the streaming rate (each element
+    read from memory and written back once a step: a training step's forward and backward
+    leave none of it in the cache) and the rest at the rate `peak` measured for passes in the
+    cache. Where that rate was not measured, the fewest bytes only (op_costs'
+    optimizer_step_traffic_bytes_per_param).
+    Inside tiny-llama's training loop on one 2-core VM (b2 x 128), the 55 tensors that fit
+    ran at 1.72 ns an element (with their per-tensor cost) and the two that spill at 3.08
+    (2.56 alone); a copy bandwidth of 30 GB/s and a cached rate of 90 GB/s, as measured in
+    those minutes, give 1.67 and 2.67."""
+    stream = optimizer_stream_rate(c)
+    fewest_bytes = opc.optimizer_step_bytes_per_param(e, optimizer, pure)
+    if optimizer not in opc.UNFUSED_OPTIMIZERS:
+        return fewest_bytes / stream
+    element = opc.optimizer_element_bytes(e, pure)
+    passes = opc.ADAMW_UNFUSED_PASSES * element
+    spilled = opc.optimizer_spilled_fraction(tensors, c.cache_bytes, shard, element)
+    cached = c.optimizer_cached_bytes_per_s
+    in_cache = fewest_bytes / stream + ((passes - fewest_bytes) / cached if cached else 0.0)
+    return spilled * passes / stream + (1 - spilled) * in_cache
 
 
 def optimizer_tensors(m: ModelSpec, stage_tensors, lora, adapted, flat, zero, dp, pp):

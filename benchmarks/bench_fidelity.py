@@ -8,7 +8,7 @@ before each round, and the measurements' own spread: each round's measured value
 their median across rounds (what a model that predicted that median would score; on a
 shared machine the floor under the MAPE).
 
-    python benchmarks/bench_fidelity.py [--rounds 3] [--only STEP,...]
+    python benchmarks/bench_fidelity.py [--rounds 3] [--only STEP,...] [--keep DIR]
 """
 from __future__ import annotations
 
@@ -70,13 +70,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default=None, help="Quick-suite steps to run (as `run quick --only`).")
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="Keep each round's store and state under this folder (round1, ...), for "
+                         "`LLMDISSECT_HOME=DIR/roundN/state llmdissect validate --detail --db DIR/roundN/results.db`.")
     args = ap.parse_args()
     per_metric: dict[str, list[float]] = {}
     pairs: dict[str, int] = {}
     every_round: list[list[Any]] = []
     with tempfile.TemporaryDirectory(prefix="llmdissect-fidelity-") as tmp:
         for i in range(args.rounds):
-            validation, wall, load = one_round(Path(tmp) / f"round{i}", args.only)
+            folder = (args.keep or Path(tmp)) / f"round{i + 1}"
+            folder.mkdir(parents=True, exist_ok=True)
+            validation, wall, load = one_round(folder, args.only)
             rows = validation.summary()
             every_round.append(validation.pairs)
             print(f"round {i + 1}/{args.rounds}: {wall:.0f} s, load average before {load:.2f}: "

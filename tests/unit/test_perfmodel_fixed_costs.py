@@ -169,3 +169,14 @@ def test_the_cached_probe_is_a_quarter_of_the_cache_within_its_bounds():
     assert probe_elements(None) == probe_elements(UNKNOWN_CACHE_BYTES)
     assert probe_elements(480 * 2**20) == MAX_ELEMENTS  # a VM reporting its host's cache
     assert probe_elements(64 * 2**10) == MIN_ELEMENTS
+
+
+def test_cpu_adam_under_offload_runs_each_nodes_share_of_the_model_on_that_node():
+    from llmdissect.perfmodel.trainmodel import host_optimizer_params
+
+    p = 70e9
+    assert host_optimizer_params(p, 1, 0) == p  # one GPU: the whole model on its host
+    assert host_optimizer_params(p / 8, 8, 8) == p  # 8 ranks of one node: 8 partitions on one host
+    assert host_optimizer_params(p / 8, 8, 0) == p  # one node, not catalogued as multi-node
+    assert host_optimizer_params(p / 32, 32, 8) == p / 4  # 4 nodes: a quarter each, at once
+    assert host_optimizer_params(p / 2 / 16, 32, 8) == p / 4  # tp 2 inside the node: the same share

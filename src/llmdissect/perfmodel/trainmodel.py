@@ -147,7 +147,8 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     on_device = psi_local * per_param
     host = mach.host_link
     host_bw = (host.bandwidth_bytes_per_s * host.efficiency) if host is not None else c.bytes_per_s()
-    cpu_adam = psi_shard * shard_div(tp, pp) / mach.assumptions["cpu_adam_params_per_s"] + psi_local * 2 * e / host_bw
+    cpu_adam = host_optimizer_params(psi_local, dp * tp * pp, mach.node_devices) / mach.assumptions[
+        "cpu_adam_params_per_s"] + psi_local * 2 * e / host_bw
     param_fetch = (off >= 2) * ga * 2 * psi_local * e / host_bw
     optimizer_s = (off < 1) * (on_device + optimizer_tensors(m, tensors, lora, len(lora_targets), flat, zero, dp, pp)
                                * c.optimizer_tensor_s) \
@@ -201,6 +202,19 @@ def optimizer_step_s(c, e, optimizer, tensors, shard=1, pure=0):
     cached = c.optimizer_cached_bytes_per_s
     in_cache = fewest_bytes / stream + ((passes - fewest_bytes) / cached if cached else 0.0)
     return spilled * passes / stream + (1 - spilled) * in_cache
+
+
+def host_optimizer_params(params_per_rank, devices, node_devices):
+    """Parameters one host's CPU Adam updates in a step under optimizer offload: every rank
+    of the node steps the fp32 partition it owns (DeepSpeed's stage_1_and_2.py and stage3.py
+    under offload_optimizer: each rank's DeepSpeedCPUAdam over its own partition), all at
+    once on the node's shared cores, whose rate defaults.CPU_ADAM_PARAMS_PER_S is (a whole
+    server's, arXiv 2101.06840 Table 3). The node holds `node_devices` ranks (0: all
+    `devices` on one), so a step spanning k nodes updates 1/k of the model per host, where
+    the whole model went through one host before."""
+    per_node = node_devices + (devices - node_devices) * (node_devices <= 0)
+    ranks = devices + (per_node - devices) * (per_node < devices)
+    return params_per_rank * ranks
 
 
 def optimizer_tensors(m: ModelSpec, stage_tensors, lora, adapted, flat, zero, dp, pp):

@@ -14,10 +14,12 @@ from llmdissect.results import open_store
 # interleaved pipeline or torch.compile, and the DGX Cloud recipe's rows pack SQuAD, so theirs are
 # approximate. (The approximate share within 1.25x was 0.597 before LoRA's adapters were priced at their
 # roofline, which moved torchtune's compiled single-GPU QLoRA row out of the band, and before the 2026-12-04
-# fine-tuning points, four of them outside it.)
+# fine-tuning points, four of them outside it.) The finetune figure was 0.141 until the loss's passes
+# stopped being counted twice (its forward pass again in the backward, its backward pass in the forward):
+# the 8B LoRA row's step lost its forward cross-entropy pass once and went from 1.141x to 1.150x.
 HELD = {"infer": {"median_abs_error": 0.046, "within_1.25x": 0.833},
         "pretrain": {"median_abs_error": 0.034, "within_1.25x": 1.0},
-        "finetune": {"median_abs_error": 0.141, "within_1.25x": 1.0}}
+        "finetune": {"median_abs_error": 0.151, "within_1.25x": 1.0}}
 OVERALL = {"median_abs_error": 0.046, "within_1.25x": 0.903}
 APPROXIMATE = {"median_abs_error": 0.145, "within_1.25x": 0.584}
 

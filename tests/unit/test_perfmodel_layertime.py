@@ -85,7 +85,10 @@ def test_elementwise_and_head_bytes(m):
     swiglu = 3 * e * T * f
     assert lt.layer_elementwise_time_s(BYTES_ONLY, m, T, e, tp) == pytest.approx(norms + adds + (rope + swiglu) / tp)
     head = e * (T * h + h * V + T * V)
-    loss = (4 * T * V + 8 * T + 4) + (8 * T * V + 8 * T)  # fp32 cross-entropy forward and backward
+    loss_fwd, loss_bwd = 4 * T * V + 8 * T + 4, 8 * T * V + 8 * T  # fp32 cross-entropy, each pass
     moved = e * (T * h + T * V)  # a CPU moves the head's input and logits apart from the kernel
-    assert lt.head_forward_time_s(BYTES_ONLY, m, T, e) == pytest.approx(head + loss + moved)
+    assert lt.head_forward_time_s(BYTES_ONLY, m, T, e) == pytest.approx(head + loss_fwd + moved)
     assert lt.head_forward_time_s(BYTES_ONLY, m, T, e, with_loss=0) == pytest.approx(head + moved)
+    # the backward: dlogits once, then dX and dW (dX alone under LoRA), never the forward loss
+    assert lt.head_backward_time_s(BYTES_ONLY, m, T, e) == pytest.approx(loss_bwd + 2 * (head + moved))
+    assert lt.head_backward_time_s(BYTES_ONLY, m, T, e, gemms=1) == pytest.approx(loss_bwd + head + moved)

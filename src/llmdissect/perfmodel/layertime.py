@@ -213,12 +213,24 @@ def layer_forward_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes
 
 
 def head_forward_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1, with_loss=1):
-    """Output head (vocabulary-parallel under TP) and, in training, the fp32 loss passes; plus
-    what a forward pays outside its layers (`forward_fixed_s`) and the loss's fixed costs."""
-    head = opc.linear(tokens, m.hidden_size, m.vocab_size, e)
-    loss = with_loss * (opc.cross_entropy(tokens, m.vocab_size, "fwd").bytes
-                        + opc.cross_entropy(tokens, m.vocab_size, "bwd").bytes) / tp
+    """Output head (vocabulary-parallel under TP) and, in training, the loss's forward pass
+    over the fp32 logits; plus what a forward pays outside its layers (`forward_fixed_s`) and
+    the loss's fixed costs."""
+    loss = with_loss * opc.cross_entropy(tokens, m.vocab_size, "fwd").bytes / tp
     fixed = c.forward_fixed_s + with_loss * 2 * len(opc.LOSS_OPS) * c.op_fixed_s
+    return _head_gemm_time_s(c, m, tokens, e, tp) + memory_time_s(c, loss) + fixed
+
+
+def head_backward_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1, gemms=2):
+    """The backward of the head and loss: the loss's backward pass (dlogits), then `gemms`
+    products of the head's size (dX, and dW where the head trains: 1 under LoRA), each
+    paying the forward's fixed costs again (backward_time's convention for the layers)."""
+    loss = opc.cross_entropy(tokens, m.vocab_size, "bwd").bytes / tp
+    fixed = c.forward_fixed_s + 2 * len(opc.LOSS_OPS) * c.op_fixed_s
+    return gemms * (_head_gemm_time_s(c, m, tokens, e, tp) + fixed) + memory_time_s(c, loss)
+
+
+def _head_gemm_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1):
+    head = opc.linear(tokens, m.hidden_size, m.vocab_size, e)
     io = opc.linear_io_bytes(tokens, m.hidden_size, m.vocab_size, e) / tp
-    return (gemm_time_s(c, head.flops / tp, head.bytes / tp, (tokens, m.hidden_size, m.vocab_size / tp), io)
-            + memory_time_s(c, loss) + fixed)
+    return gemm_time_s(c, head.flops / tp, head.bytes / tp, (tokens, m.hidden_size, m.vocab_size / tp), io)

@@ -20,6 +20,7 @@ from llmdissect.perfmodel import op_costs as opc
 from llmdissect.perfmodel import weights as wt
 from llmdissect.perfmodel.ceilings import Machine
 from llmdissect.perfmodel.layertime import (
+    head_backward_time_s,
     head_forward_time_s,
     launch_bound,
     layer_adapter_time_s,
@@ -107,8 +108,8 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     fwd = layers * t_layer + t_head + adapter_fwd
     # backward: activation gradients (1x forward) + weight gradients (1x) unless the base is frozen
     # each operator's backward is one autograd node: it pays the fixed cost once, not twice
-    bwd = layers * launch_bound(c, (2 - lora) * t_kernels, opc.layer_forward_ops(m)) + (2 - lora) * t_head \
-        + adapter_bwd
+    bwd = layers * launch_bound(c, (2 - lora) * t_kernels, opc.layer_forward_ops(m)) \
+        + head_backward_time_s(c, m, tokens, e, tp, 2 - lora) + adapter_bwd
     # selective recomputation redoes only the attention core; "op" the GEMMs it did not save
     recompute = (rc == 2) * (layers * t_layer + adapter_fwd) \
         + (rc == 1) * layers * layer_attention_time_s(c, m, b, s, e, eager, tp) \

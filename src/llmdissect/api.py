@@ -18,7 +18,7 @@ def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, d
              optimizer: str | None = None,
              precision: str | None = None, engine: str | None = None,
              lora_rank: int | None = None, lora_targets: str | None = None, lora_dropout: str | None = None,
-             quant: str = "none",
+             quant: str = "none", group_size: int | None = None,
              batch: int | None = None, input_len: int | None = None, output_len: int | None = None,
              cache: str | None = None, profile: str | None = None, max_num_seqs: int | None = None,
              max_batched_tokens: int | None = None, block_size: int | None = None, num_blocks: int | None = None,
@@ -44,8 +44,8 @@ def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, d
         model: a model preset (`llmdissect models`), model TOML or config.json.
         hardware: a device (a800, h100, cpu) or a platform (8xa800).
         gpus, dtype, micro_batch, seq, grad_accum, zero, offload, recompute, attn, tp, pp, ep,
-            optimizer, precision, engine, lora_rank, lora_targets, lora_dropout, quant, batch, input_len,
-            output_len, cache,
+            optimizer, precision, engine, lora_rank, lora_targets, lora_dropout, quant, group_size, batch,
+            input_len, output_len, cache,
             profile, max_num_seqs, max_batched_tokens, block_size, num_blocks, prefix_caching, replicas,
             num_prompts, request_rate, burstiness, max_concurrency, arrivals, seed, slo, trace,
             trace_format, time_scale, trace_block_tokens: the options of

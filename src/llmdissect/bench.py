@@ -155,7 +155,8 @@ def _grid(value: Grid | Names, option: str, kind: type = int) -> list[Any]:
 
 def infer(*, model: str = "tiny-llama", batch: Grid = 1, input_len: Grid = 128, output_len: Grid = 64,
           dtype: str = "fp32", attn: str = "sdpa", cache: Names = "dynamic", quant: Names = "none",
-          compile: bool = False, warmup: int = 1, repeats: int = 3, seed: int = 0, device: str = "auto",
+          group_size: int = 0, compile: bool = False, warmup: int = 1, repeats: int = 3, seed: int = 0,
+          device: str = "auto",
           timeout_s: float = 1800.0, threads: int | None = None, usd_per_hour: float | None = None,
           store: bool = True,
           db: DbArg = None) -> list[RunRecord]:
@@ -163,7 +164,8 @@ def infer(*, model: str = "tiny-llama", batch: Grid = 1, input_len: Grid = 128, 
 
     `batch`, `input_len`, `output_len`, `cache` and `quant` take one value or several (a list
     or a comma-separated string); every combination is one point, run in its own child
-    process with the per-point limit `timeout_s`. `usd_per_hour` (default: the catalogue's
+    process with the per-point limit `timeout_s`; `group_size` is int4-weight's (0: torchao's
+    128). `usd_per_hour` (default: the catalogue's
     price of the device, where it has one) adds the cost per million input and output tokens.
 
     Returns:
@@ -184,7 +186,7 @@ def infer(*, model: str = "tiny-llama", batch: Grid = 1, input_len: Grid = 128, 
     points = expand_grid(model=model, batch=_grid(batch, "--batch"), input_len=_grid(input_len, "--input-len"),
                          output_len=_grid(output_len, "--output-len"), dtype=dtype, attn=attn,
                          cache=_grid(cache, "--cache", str), quant=_grid(quant, "--quant", str), compile=compile,
-                         warmup=warmup, repeats=repeats, seed=seed, device=device)
+                         warmup=warmup, repeats=repeats, seed=seed, device=device, group_size=group_size)
     _check_threads(threads)
     db_path = _db_path(store, db)
     _dtype_warning(dtype, points[0].device, 1)

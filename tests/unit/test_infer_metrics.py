@@ -111,6 +111,32 @@ def test_grid_rejects_bad_input(kw, fragment):
         _grid(**kw)
 
 
+def test_the_group_size_reaches_the_int4_points_alone_and_names_only_a_departure():
+    none, int4 = _grid(batch=[1], input_len=[8], cache=["dynamic"], quant=["none", "int4-weight"], group_size=32)
+    assert int4.to_config()["group_size"] == 32 and "group_size" not in none.to_config()
+    [default] = _grid(batch=[1], input_len=[8], cache=["dynamic"], quant=["int4-weight"], group_size=128)
+    assert "group_size" not in default.to_config()  # torchao's default, as an estimate's config leaves it
+    with pytest.raises(UserError, match="int4-weight takes"):
+        _grid(quant=["int4-weight"], group_size=48)
+    with pytest.raises(UserError, match="applies to --quant int4-weight"):
+        _grid(quant=["nf4"], group_size=64)
+
+
+def test_a_measured_group_size_pairs_with_the_estimate_of_that_group_size():
+    from llmdissect.analysis.predict import estimate_options, join_key
+    from llmdissect.perfmodel.config import InferSetup
+    from llmdissect.specs import get_model, resolve_platform
+
+    measured = {"model": "llama2-7b", "hardware": "cpu", "batch": 1, "input_len": 8, "output_len": 4,
+                "dtype": "bf16", "attn": "sdpa", "cache": "dynamic", "quant": "int4-weight", "compile": False,
+                "group_size": 32}
+    est = InferSetup(get_model("llama2-7b"), resolve_platform("cpu"), dtype="bf16", batch=1, input_len=8,
+                     output_len=4, quant="int4-weight", group_size=32).config()
+    assert join_key("infer", measured) == join_key("infer", est)
+    assert join_key("infer", {**measured, "group_size": None}) != join_key("infer", est)
+    assert estimate_options("infer", measured)[1]["group_size"] == 32
+
+
 def test_skip_reasons_on_cpu():
     [p] = _grid(batch=[1], input_len=[8], cache=["dynamic"])
     assert skip_reason(p) is None

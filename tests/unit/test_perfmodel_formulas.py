@@ -5,7 +5,7 @@ import pytest
 
 from llmdissect.perfmodel import flops as fl
 from llmdissect.perfmodel import states
-from llmdissect.specs import get_model
+from llmdissect.specs import get_model, resolve_platform
 
 PSI = 7_000_000_000
 
@@ -92,3 +92,48 @@ def test_pure_bf16_optimizer_step_moves_half_the_bytes():
 
     assert opc.optimizer_step_bytes_per_param(2, "adamw-fused", pure=1) == 14  # read p g m v, write p m v
     assert opc.optimizer_step_traffic_bytes_per_param(2, "adamw", pure=1) == 20 * 2  # unfused passes, 2 bytes
+
+
+def test_int4_weights_take_a_bf16_scale_and_zero_point_per_group():
+    from llmdissect.perfmodel import weights as wt
+
+    o, i = 4096, 4096
+    assert wt.linear_weight_bytes(o, i, "int4-weight", 2) == o * i // 2 + o * (i // 128) * 4  # torchao's 128
+    assert wt.linear_weight_bytes(o, i, "int4-weight", 2, group=32) == o * i // 2 + o * (i // 32) * 4
+    assert wt.linear_weight_bytes(o, i, "int4-weight", 2, group=32) / (o * i) == 0.625
+    m = get_model("llama2-7b")
+    g32, g128 = wt.model_weight_bytes(m, "int4-weight", 2, 32), wt.model_weight_bytes(m, "int4-weight", 2)
+    assert g32 > g128 and wt.layer_read_bytes(m, "int4-weight", 2, 32) > wt.layer_read_bytes(m, "int4-weight", 2)
+    assert wt.model_weight_bytes(m, "int8", 2, 32) == wt.model_weight_bytes(m, "int8", 2)  # int4's alone
+
+
+def test_the_group_size_is_int4s_and_one_torchao_takes():
+    from llmdissect.errors import UserError
+    from llmdissect.perfmodel.config import InferSetup
+    from llmdissect.perfmodel.weights import check_group_size
+
+    assert check_group_size("int4-weight", 0) == 128 and check_group_size("int4-weight", 32) == 32
+    assert check_group_size("none", 0) == 0
+    with pytest.raises(UserError, match="int4-weight takes"):
+        check_group_size("int4-weight", 48)
+    with pytest.raises(UserError, match="applies to --quant int4-weight"):
+        check_group_size("nf4", 64)
+    m, plat = get_model("llama2-7b"), resolve_platform("a100")
+    # a departure from torchao's default is a config key (so that validate pairs like with like)
+    assert InferSetup(m, plat, quant="int4-weight", group_size=32).config()["group_size"] == 32
+    assert "group_size" not in InferSetup(m, plat, quant="int4-weight").config()
+    assert "group_size" not in InferSetup(m, plat, quant="int4-weight", group_size=128).config()
+
+
+def test_an_estimate_request_takes_the_group_size_for_inference_only():
+    from llmdissect.errors import UserError
+    from llmdissect.perfmodel.request import build_estimate, estimate_request
+
+    def decode(**kw):
+        return build_estimate("infer", dict(model="llama2-7b", hardware="a100", quant="int4-weight", batch=1,
+                                            input_len=5, output_len=200, **kw), None).metrics["decode_tokens_per_s"]
+    assert decode(group_size=32) < decode()  # a quarter more bytes a weight to stream at batch 1
+    with pytest.raises(UserError, match="does not apply to `estimate pretrain`"):
+        estimate_request("pretrain", model="llama2-7b", hardware="a100", group_size=32)
+    with pytest.raises(UserError, match="must be a positive integer"):
+        estimate_request("infer", model="llama2-7b", hardware="a100", group_size=0)

@@ -69,8 +69,8 @@ def test_comm_bounds_are_those_build_config_enforces():
 
 def test_infer_defaults_are_the_points_with_an_auto_device():
     assert infer_defaults() == dict(batch=1, input_len=128, output_len=64, dtype="fp32", attn="sdpa",
-                                    cache="dynamic", quant="none", compile=False, warmup=1, repeats=3, seed=0,
-                                    device="auto")
+                                    cache="dynamic", quant="none", group_size=0, compile=False, warmup=1,
+                                    repeats=3, seed=0, device="auto")
 
 
 def test_a_serve_point_hands_every_load_option_to_the_serve_config():

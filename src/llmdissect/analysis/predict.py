@@ -16,7 +16,7 @@ from llmdissect.perfmodel.config import ENGINE_ZERO
 
 TRAIN_KEYS = ("model", "engine", "nproc", "zero", "offload", "recompute", "attn", "dtype", "optimizer",
               "micro_batch", "seq", "grad_accum", "tp", "pp", "method", "lora_rank", "quant")
-INFER_KEYS = ("model", "batch", "input_len", "output_len", "dtype", "attn", "cache", "quant", "compile")
+INFER_KEYS = ("model", "batch", "input_len", "output_len", "dtype", "attn", "cache", "quant", "compile", "group_size")
 
 
 @dataclass
@@ -84,7 +84,7 @@ def estimate_options(kind: str, config: dict[str, Any]) -> tuple[str, dict[str, 
         opts = {"model": config["model"], "hardware": hardware, "batch": config["batch"],
                 "input_len": config["input_len"], "output_len": config["output_len"], "dtype": config.get("dtype"),
                 "attn": config.get("attn", "sdpa"), "tp": 1, "quant": config.get("quant", "none"),
-                "cache": config.get("cache") or "dynamic"}
+                "cache": config.get("cache") or "dynamic", "group_size": config.get("group_size") or None}
         return kind, opts
     raise UserError(f"the estimator has no model of `{kind}` runs")
 

@@ -25,6 +25,8 @@ def infer(
     cache: str = typer.Option("dynamic", help=f"KV cache: dynamic | static. {GRID_HELP}"),
     quant: str = typer.Option("none", help="Weight quantization: none | int8-weight | int8-dynamic | int4-weight | "
                                            f"nf4 | int8-bnb (int4-weight needs CUDA + bf16). {GRID_HELP}"),
+    group_size: int = typer.Option(0, "--group-size", help="int4-weight's group size: 32 | 64 | 128 | 256 "
+                                                              "(0: torchao's 128)."),
     compile: bool = typer.Option(False, "--compile/--no-compile", help="torch.compile the model's forward; the "
                                                                        "compile time lands in first_call_s."),
     warmup: int = typer.Option(1, help="Untimed generate calls per point; the first is reported as first_call_s."),
@@ -62,7 +64,8 @@ here; 1 when a point failed, ran out of memory or timed out.
                          input_len=parse_list(input_len, "--input-len"),
                          output_len=parse_list(output_len, "--output-len"), dtype=dtype, attn=attn,
                          cache=parse_list(cache, "--cache", str), quant=parse_list(quant, "--quant", str),
-                         compile=compile, warmup=warmup, repeats=repeats, seed=seed, device=device)
+                         compile=compile, warmup=warmup, repeats=repeats, seed=seed, device=device,
+                         group_size=group_size)
     dtype_note = cpu_dtype_note(dtype, points[0].device)
     if dtype_note:
         note(f"note: {dtype_note}")

@@ -13,7 +13,7 @@ from llmdissect.perfmodel.kvcache import CACHES
 from llmdissect.perfmodel.moe import check_expert_parallel
 from llmdissect.perfmodel.op_costs import LORA_DROPOUTS
 from llmdissect.perfmodel.states import OFFLOADS, PRECISIONS
-from llmdissect.perfmodel.weights import LORA_TARGETS_DEFAULT, check_quant
+from llmdissect.perfmodel.weights import INT4_GROUP, LORA_TARGETS_DEFAULT, check_group_size, check_quant
 from llmdissect.specs.hardware import Platform
 from llmdissect.specs.models import ModelSpec
 
@@ -219,6 +219,8 @@ class InferSetup:
     cache: str = "dynamic"
     """The KV cache generate uses: dynamic (transformers' DynamicCache, which appends by
     concatenation) or static (preallocated, written in place, as serving engines' are)."""
+    group_size: int = 0
+    """int4-weight's group size (0: torchao's 128); weights.check_group_size."""
     dp: int = field(init=False, default=1)
 
     def __post_init__(self) -> None:
@@ -227,6 +229,7 @@ class InferSetup:
         _check_attn(self.attn, self.platform)
         _choice("cache", self.cache, CACHES)
         object.__setattr__(self, "quant", check_quant(self.quant))
+        object.__setattr__(self, "group_size", check_group_size(self.quant, self.group_size))
         if self.input_len + self.output_len > self.model.max_position_embeddings:
             raise UserError(f"--input-len {self.input_len} + --output-len {self.output_len} is longer than "
                             f"{self.model.name} allows ({self.model.max_position_embeddings} positions)")
@@ -237,7 +240,10 @@ class InferSetup:
         return dtype_bytes(self.dtype)
 
     def config(self) -> dict[str, Any]:
-        return {"model": self.model.name, "hardware": self.platform.name, "batch": self.batch,
-                "input_len": self.input_len, "output_len": self.output_len, "dtype": self.dtype, "attn": self.attn,
-                "cache": self.cache, "quant": self.quant, "compile": False, "tp": self.tp,
-                "nproc": self.platform.num_devices, "kind_estimated": mn.INFER}
+        c = {"model": self.model.name, "hardware": self.platform.name, "batch": self.batch,
+             "input_len": self.input_len, "output_len": self.output_len, "dtype": self.dtype, "attn": self.attn,
+             "cache": self.cache, "quant": self.quant, "compile": False, "tp": self.tp,
+             "nproc": self.platform.num_devices, "kind_estimated": mn.INFER}
+        if self.group_size not in (0, INT4_GROUP):  # measured runs name only a departure from the default
+            c["group_size"] = self.group_size
+        return c

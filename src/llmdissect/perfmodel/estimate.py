@@ -140,14 +140,15 @@ def estimate_infer(setup: InferSetup, mach: Machine) -> Estimate:
         mach = _fp8_machine(setup, mach)
     kw = dict(b=setup.batch, n_in=setup.input_len, n_out=setup.output_len, e=e,
               eager=int(setup.attn == "eager"), tp=setup.tp)
-    memory, max_batch = infer_memory(m, mach, weight_bytes=wt.model_weight_bytes(m, setup.quant, e), **kw)
+    group = setup.group_size
+    memory, max_batch = infer_memory(m, mach, weight_bytes=wt.model_weight_bytes(m, setup.quant, e, group), **kw)
     kw["concat"] = int(setup.cache == "dynamic")  # time only: both caches hold the same bytes at the end
     memory = _plain(memory)
     metrics: dict[str, Any] = {mn.MEMORY: memory, "device_memory_bytes": setup.platform.device.memory_bytes,
                                "max_batch": int(max_batch), "data_parallel": setup.dp}
     notes = _common_notes(mach)
     if mach.ceilings is not None:
-        layer_weights = wt.layer_read_bytes(m, setup.quant, e)
+        layer_weights = wt.layer_read_bytes(m, setup.quant, e, group)
         metrics.update(_plain(infer_time(m, mach, dp=setup.dp, layer_weights=layer_weights, **kw)))
         metrics["batch_sweep"] = _batch_sweep(setup, mach, kw, layer_weights, int(max_batch))
     else:

@@ -21,7 +21,7 @@ ANALYTICAL_KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER)
 """What run_estimate answers with the closed-form model (a suite's `estimate` entries)."""
 TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp", "ep", "lora_rank",
               "lora_dropout", "optimizer", "precision", "engine")
-INFER_ONLY = ("batch", "cache")
+INFER_ONLY = ("batch", "cache", "group_size")
 LENGTHS = ("input_len", "output_len")
 SERVE_ONLY = ("profile", "max_num_seqs", "max_batched_tokens", "block_size", "num_blocks", "prefix_caching",
               "replicas", "num_prompts", "request_rate", "burstiness", "max_concurrency", "arrivals", "seed", "slo",
@@ -30,7 +30,7 @@ NOT_FOR = {mn.PRETRAIN: INFER_ONLY + LENGTHS + SERVE_ONLY, mn.FINETUNE: INFER_ON
            mn.INFER: TRAIN_ONLY + SERVE_ONLY, mn.SERVE: TRAIN_ONLY + INFER_ONLY}
 """The options each kind refuses (one line, exit 2)."""
 POSITIVE = ("gpus", "tp", "pp", "ep", "micro_batch", "seq", "grad_accum", "batch", "input_len", "output_len",
-            "max_num_seqs", "max_batched_tokens", "block_size", "num_blocks", "replicas", "num_prompts",
+            "group_size", "max_num_seqs", "max_batched_tokens", "block_size", "num_blocks", "replicas", "num_prompts",
             "max_concurrency", "trace_block_tokens")
 
 
@@ -86,6 +86,8 @@ class EstimateRequest(BaseModel):
     """none | input | output [none]: where the adapters' dropout acts (finetune)."""
     quant: str = "none"
     """none | int8 | int8-bnb | nf4 | ...: the QLoRA base, or the inference weights."""
+    group_size: Optional[int] = None
+    """int4-weight's group size: 32 | 64 | 128 | 256 [128, torchao's] (infer)."""
     batch: Optional[int] = None
     """Sequences per batch [1] (infer)."""
     input_len: Optional[int] = None
@@ -179,7 +181,7 @@ def estimate_for(request: EstimateRequest, model, profile: dict[str, Any], expli
     common = dict(model=model, platform=platform, dtype=dtype, attn=r.attn, quant=r.quant, tp=r.tp)
     if r.kind == mn.INFER:
         setup = InferSetup(batch=r.batch or 1, input_len=r.input_len or 512, output_len=r.output_len or 128,
-                           cache=r.cache or "dynamic", **common)
+                           cache=r.cache or "dynamic", group_size=r.group_size or 0, **common)
         return estimate_infer(setup, machine)
     targets = parse_lora_targets(r.lora_targets) if r.lora_targets else LORA_TARGETS_DEFAULT
     setup = TrainSetup(kind=r.kind, micro_batch=r.micro_batch or 1,

@@ -12,7 +12,8 @@ stay in the compute dtype, as transformers and `techniques.quantization` do):
 - `int8-weight` / `int8-dynamic` (torchao Int8Tensor): n int8 + a per-row fp32 scale + a
   per-row int8 zero point (choose_qparams_affine with scale_dtype=float32 whatever the
   weight's dtype, torchao 0.18).
-- `int4-weight` (torchao, groups of 128): n/2 + a scale and a zero point per group in bf16.
+- `int4-weight` (torchao, groups of 128, or of `--group-size` 32, 64 or 256): n/2 + a scale
+  and a zero point per group in bf16.
 - `fp8` (inference only: FP8 E4M3 weights and activations, one fp32 scale per tensor, as
   TensorRT-LLM's and Transformer Engine's per-tensor scaling; Micikevicius et al., "FP8
   Formats for Deep Learning", arXiv 2209.05433): n + 4; its GEMMs run at the device's FP8
@@ -32,6 +33,9 @@ QUANT_ALIASES = {"int8": "int8-weight"}
 NF4_BLOCK = 64
 NF4_NESTED_BLOCK = 256
 INT4_GROUP = 128
+INT4_GROUP_SIZES = (32, 64, 128, 256)
+"""The group sizes torchao's int4 weight-only quantization takes (Int4WeightOnlyConfig's
+`group_size`, "choices are [256, 128, 64, 32]", torchao 0.18); 128 is its default."""
 LORA_TARGETS_DEFAULT = ("q_proj", "k_proj", "v_proj", "o_proj")  # as `bench finetune` (workloads.train_config)
 LINEAR_NAMES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -62,16 +66,31 @@ def int8_torchao_bytes(out_features: int, in_features: int) -> int:
     return out_features * in_features + out_features * (4 + 1)
 
 
-def int4_torchao_bytes(out_features: int, in_features: int) -> int:
-    """torchao int4 weight-only (groups of 128 along the input): packed codes plus bf16
-    scale and zero point per group."""
-    return out_features * in_features // 2 + out_features * math.ceil(in_features / INT4_GROUP) * 2 * 2
+def int4_torchao_bytes(out_features: int, in_features: int, group: int = INT4_GROUP) -> int:
+    """torchao int4 weight-only (groups of `group` along the input): packed codes plus bf16
+    scale and zero point per group (0.53 bytes a weight at 128, 0.625 at 32)."""
+    return out_features * in_features // 2 + out_features * math.ceil(in_features / group) * 2 * 2
+
+
+def check_group_size(quant: str, group_size: int) -> int:
+    """The int4 group size a configuration runs with: `group_size` (0: torchao's default),
+    which only int4-weight takes; 0 for every other scheme."""
+    if quant != "int4-weight":
+        if group_size:
+            raise UserError(f"--group-size applies to --quant int4-weight, not {quant}")
+        return 0
+    if not group_size:
+        return INT4_GROUP
+    if group_size not in INT4_GROUP_SIZES:
+        raise UserError(f"--group-size {group_size}: int4-weight takes {', '.join(map(str, INT4_GROUP_SIZES))}")
+    return group_size
 
 
 def linear_weight_bytes(out_features: int, in_features: int, quant: str, dtype_bytes: float,
-                        double_quant: bool = True) -> int:
+                        double_quant: bool = True, group: int = INT4_GROUP) -> int:
     """Bytes one linear weight takes under `quant` (canonical name). `double_quant` is NF4's
-    (bitsandbytes' Params4bit default, as `techniques.quantization` builds it)."""
+    (bitsandbytes' Params4bit default, as `techniques.quantization` builds it); `group` the
+    int4 group size."""
     if quant == "none":
         return int(out_features * in_features * dtype_bytes)
     if quant == "nf4":
@@ -81,7 +100,7 @@ def linear_weight_bytes(out_features: int, in_features: int, quant: str, dtype_b
     if quant in ("int8-weight", "int8-dynamic"):
         return int8_torchao_bytes(out_features, in_features)
     if quant == "int4-weight":
-        return int4_torchao_bytes(out_features, in_features)
+        return int4_torchao_bytes(out_features, in_features, group or INT4_GROUP)
     if quant == "fp8":
         return out_features * in_features + 4
     raise UserError(f"unknown quantization {quant!r}")
@@ -115,11 +134,11 @@ def _layer_groups(m: ModelSpec) -> list[tuple[int, dict[str, tuple[int, int]]]]:
     return [(m.dense_layers, layer_linear_shapes(m, moe_layer=False)), (m.moe_layers, layer_linear_shapes(m))]
 
 
-def model_weight_bytes(m: ModelSpec, quant: str, dtype_bytes: float) -> int:
+def model_weight_bytes(m: ModelSpec, quant: str, dtype_bytes: float, group: int = INT4_GROUP) -> int:
     """All weights of the model as stored: quantized decoder linears (their biases, norms,
-    embedding and head in the compute dtype)."""
+    embedding and head in the compute dtype); `group` the int4 group size."""
     quant = check_quant(quant)
-    linear = sum(n * sum(linear_weight_bytes(o, i, quant, dtype_bytes) for o, i in shapes.values())
+    linear = sum(n * sum(linear_weight_bytes(o, i, quant, dtype_bytes, group=group) for o, i in shapes.values())
                  for n, shapes in _layer_groups(m))
     linear_params = sum(n * sum(o * i for o, i in shapes.values()) for n, shapes in _layer_groups(m))
     other_params = m.params - linear_params
@@ -185,11 +204,11 @@ def parse_lora_targets(text: str) -> tuple[str, ...]:
     return targets
 
 
-def layer_weight_bytes(m: ModelSpec, quant: str, dtype_bytes: float) -> int:
+def layer_weight_bytes(m: ModelSpec, quant: str, dtype_bytes: float, group: int = INT4_GROUP) -> int:
     """One decoder layer's linear weights as stored (what a forward of the layer reads; the
-    mean over a MoE model's dense and MoE layers)."""
+    mean over a MoE model's dense and MoE layers); `group` the int4 group size."""
     quant = check_quant(quant)
-    total = sum(n * sum(linear_weight_bytes(o, i, quant, dtype_bytes) for o, i in shapes.values())
+    total = sum(n * sum(linear_weight_bytes(o, i, quant, dtype_bytes, group=group) for o, i in shapes.values())
                 for n, shapes in _layer_groups(m))
     return total // m.num_layers if total % m.num_layers == 0 else total / m.num_layers
 
@@ -199,10 +218,10 @@ DEQUANTIZED_COPY = ("nf4", "int8-bnb")
 int8/int4 kernels read the quantized weight directly."""
 
 
-def layer_read_bytes(m: ModelSpec, quant: str, dtype_bytes: float) -> int:
+def layer_read_bytes(m: ModelSpec, quant: str, dtype_bytes: float, group: int = INT4_GROUP) -> int:
     """Bytes one forward of a layer moves for its weights: the stored weights, plus writing
     and reading a dequantized copy where the library makes one."""
     quant = check_quant(quant)
     elements = sum(n * sum(o * i for o, i in shapes.values()) for n, shapes in _layer_groups(m)) / m.num_layers
     copy = 2 * elements * dtype_bytes if quant in DEQUANTIZED_COPY else 0
-    return int(layer_weight_bytes(m, quant, dtype_bytes) + copy)
+    return int(layer_weight_bytes(m, quant, dtype_bytes, group) + copy)

@@ -56,7 +56,7 @@ def _linear_children(model: Any) -> Iterable[tuple[Any, str, Any]]:
                 yield parent, name, child
 
 
-def _torchao(model: Any, quant: str) -> None:
+def _torchao(model: Any, quant: str, group_size: int = 0) -> None:
     import torch.nn as nn
     from torchao.quantization import (
         Int4WeightOnlyConfig,
@@ -65,8 +65,11 @@ def _torchao(model: Any, quant: str) -> None:
         quantize_,
     )
 
-    config = {"int8-weight": Int8WeightOnlyConfig, "int8-dynamic": Int8DynamicActivationInt8WeightConfig,
-              "int4-weight": Int4WeightOnlyConfig}[quant]()
+    if quant == "int4-weight" and group_size:
+        config = Int4WeightOnlyConfig(group_size=group_size)
+    else:
+        config = {"int8-weight": Int8WeightOnlyConfig, "int8-dynamic": Int8DynamicActivationInt8WeightConfig,
+                  "int4-weight": Int4WeightOnlyConfig}[quant]()
     quantize_(model, config, filter_fn=lambda m, fqn: isinstance(m, nn.Linear)
               and fqn.rsplit(".", 1)[-1] not in KEEP_MODULES)
 
@@ -91,16 +94,18 @@ def _bitsandbytes(model: Any, quant: str, dtype: str, device: str) -> None:
         setattr(parent, name, new.to(device))  # moving the parameter quantizes it
 
 
-def apply_quantization(model: Any, quant: str, *, dtype: str = "fp32", device: str = "cpu") -> Any:
-    """Quantize `model` in place (and return it). Raises UserError where the combination
-    cannot run here; call `unsupported_reason` first to turn that into a skip."""
+def apply_quantization(model: Any, quant: str, *, dtype: str = "fp32", device: str = "cpu",
+                       group_size: int = 0) -> Any:
+    """Quantize `model` in place (and return it); `group_size` is int4-weight's (0: torchao's
+    default, 128). Raises UserError where the combination cannot run here; call
+    `unsupported_reason` first to turn that into a skip."""
     reason = unsupported_reason(quant, device, dtype)
     if reason:
         raise UserError(reason)
     if quant == "none":
         return model
     if quant in ("int8-weight", "int8-dynamic", "int4-weight"):
-        _torchao(model, quant)
+        _torchao(model, quant, group_size)
     else:
         _bitsandbytes(model, quant, dtype, device)
     return model

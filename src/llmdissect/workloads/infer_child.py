@@ -124,7 +124,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     model.eval()
     build_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    apply_quantization(model, point.quant, dtype=point.dtype, device=device)
+    apply_quantization(model, point.quant, dtype=point.dtype, device=device, group_size=point.group_size)
     quantize_s = time.perf_counter() - t0
     model.generation_config.disable_compile = True  # compilation is --compile's, never implicit
     if point.compile:

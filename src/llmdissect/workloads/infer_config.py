@@ -51,6 +51,8 @@ class InferPoint(BaseModel):
     """KV cache: dynamic | static."""
     quant: Quant = "none"
     """Weight quantization (techniques.quantization.QUANT_METHODS)."""
+    group_size: int = Field(0, ge=0)
+    """int4-weight's group size; 0: torchao's default (128), and every other scheme."""
     compile: bool = False
     """torch.compile the model's forward (the compile time lands in first_call_s)."""
     warmup: int = Field(1, ge=0)
@@ -63,5 +65,9 @@ class InferPoint(BaseModel):
     """The torch device it runs on: cpu or cuda (resolved from auto | cpu | cuda)."""
 
     def to_config(self) -> dict[str, Any]:
-        """The JSON dict the child gets and the record stores (every field, in this order)."""
-        return self.model_dump()
+        """The JSON dict the child gets and the record stores (every field, in this order;
+        `group_size` only where it departs from the default, as estimates name it)."""
+        config = self.model_dump()
+        if not config["group_size"]:
+            del config["group_size"]
+        return config

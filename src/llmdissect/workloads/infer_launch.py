@@ -37,12 +37,14 @@ def parse_list(text: str | Iterable[Any], option: str, kind: type = int) -> list
 
 def expand_grid(*, model: str, batch: list[int], input_len: list[int], output_len: list[int], dtype: str,
                 attn: str, cache: list[str], quant: list[str], compile: bool, warmup: int, repeats: int,
-                seed: int = 0, device: str = "auto") -> list[InferPoint]:
-    """Every combination as a point (`device` resolved, `hardware` named after it); input
-    errors raise UserError before anything runs."""
+                seed: int = 0, device: str = "auto", group_size: int = 0) -> list[InferPoint]:
+    """Every combination as a point (`device` resolved, `hardware` named after it);
+    `group_size` goes to the int4-weight points. Input errors raise UserError before anything
+    runs."""
     from llmdissect.config import parse_config
     from llmdissect.dtypes import check_compute_dtype
     from llmdissect.modeling import ATTN_IMPLS
+    from llmdissect.perfmodel.weights import INT4_GROUP, check_group_size
     from llmdissect.specs import get_model
     from llmdissect.techniques.quantization import check_quant
 
@@ -55,6 +57,11 @@ def expand_grid(*, model: str, batch: list[int], input_len: list[int], output_le
             raise UserError(f"unknown cache {c!r}; choose one of {', '.join(CACHES)}")
     for q in quant:
         check_quant(q)
+    if group_size and "int4-weight" not in quant:
+        raise UserError(f"--group-size applies to --quant int4-weight, not {', '.join(quant)}")
+    # torchao's default is no key in the record, as in an estimate's config
+    group = check_group_size("int4-weight", group_size) if group_size else 0
+    group = 0 if group == INT4_GROUP else group
     if warmup < 0 or repeats < 1:
         raise UserError(f"--warmup must be >= 0 and --repeats >= 1, got {warmup} and {repeats}")
     longest = max(input_len) + max(output_len)
@@ -69,7 +76,8 @@ def expand_grid(*, model: str, batch: list[int], input_len: list[int], output_le
     for q, c, b, i, o in itertools.product(quant, cache, batch, input_len, output_len):
         points.append(parse_config(InferPoint, model=model, hardware=hardware, batch=b, input_len=i, output_len=o,
                                    dtype=dtype, attn=attn, cache=c, quant=q, compile=compile, warmup=warmup,
-                                   repeats=repeats, seed=seed, device=dev))
+                                   repeats=repeats, seed=seed, device=dev,
+                                   group_size=group if q == "int4-weight" else 0))
     return points
 
 

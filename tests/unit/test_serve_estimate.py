@@ -10,6 +10,7 @@ import llmdissect.metric_names as mn
 from conftest import assert_user_error, run_cli
 from llmdissect.analysis.serve_estimate import estimate_measured_serve, run_serve_estimate
 from llmdissect.analysis.validate import validate_records
+from llmdissect.errors import UserError
 from llmdissect.perfmodel import weights as wt
 from llmdissect.perfmodel.ceilings import machine_for
 from llmdissect.perfmodel.request import estimate_request
@@ -177,3 +178,16 @@ def test_estimate_serve_replays_each_sample_trace_and_refuses_a_rate_beside_it(t
                               str(tmp_path / "missing.jsonl"), "--db", str(db)), "cannot read trace")
     assert_user_error(run_cli("estimate", "infer", "--model", "llama2-7b", "--hardware", "a100", "--trace",
                               str(mooncake), "--db", str(db)), "--trace does not apply to `estimate infer`")
+
+
+def test_a_served_int4_model_streams_its_groups_scales():
+    def serve(**kw):
+        return run_serve_estimate(estimate_request("serve", model="llama2-7b", hardware="a100", quant="int4-weight",
+                                                   num_prompts=20, max_concurrency=1, input_len=64, output_len=64,
+                                                   **kw))
+    g32, g128 = serve(group_size=32), serve()
+    # one request at a time: decode streams the weights, a quarter more bytes of them at 32
+    assert g32.metrics[mn.TPOT_S]["median"] > g128.metrics[mn.TPOT_S]["median"]
+    assert g32.config["group_size"] == 32 and "group_size" not in g128.config
+    with pytest.raises(UserError, match="applies to --quant int4-weight"):
+        run_serve_estimate(estimate_request("serve", model="llama2-7b", hardware="a100", group_size=32))

@@ -124,7 +124,8 @@ def run_serve_estimate(r: EstimateRequest, calibration=None, model=None,
         mach = _cpu_threads_machine(mach, profile_data, cpu_threads, thread_notes)
     e = dtype_bytes(dtype)
     quant = wt.check_quant(r.quant)
-    weights = wt.model_weight_bytes(m, quant, e)
+    group = wt.check_group_size(quant, r.group_size or 0)
+    weights = wt.model_weight_bytes(m, quant, e, group)
     sched = _profile(r, platform.device.kind == "cpu")
     blocks = sched.num_blocks or kv_blocks_that_fit(m, mach, e, r.tp, weights, sched.block_size)
     if blocks <= 0:
@@ -151,7 +152,7 @@ def run_serve_estimate(r: EstimateRequest, calibration=None, model=None,
     slo = parse_slo(r.slo)
     c = mach.ceilings
     engine_measured = sched.name == "transformers" and (c.serve_engine_step_s > 0 or c.serve_engine_seq_s > 0)
-    step = IterationTime(m, mach, e, r.tp, wt.layer_read_bytes(m, quant, e), engine_measured)
+    step = IterationTime(m, mach, e, r.tp, wt.layer_read_bytes(m, quant, e, group), engine_measured)
     per_replica: list[list[int]] = [list(range(i, n, replicas)) for i in range(replicas)]
     sims = []
     for idx in per_replica:
@@ -167,6 +168,8 @@ def run_serve_estimate(r: EstimateRequest, calibration=None, model=None,
               "burstiness": r.burstiness if r.burstiness is not None else 1.0,
               "max_concurrency": r.max_concurrency, "arrivals": r.arrivals, "seed": r.seed or 0, "slo": slo,
               **trace_notes, "kind_estimated": mn.SERVE}
+    if group not in (0, wt.INT4_GROUP):  # a departure from torchao's default, as infer's config names it
+        config["group_size"] = group
     notes = [f"scheduler: {sched.name} ({sched.source})",
              f"KV cache: {blocks} blocks of {sched.block_size} tokens"
              + (" (the profile's)" if sched.num_blocks else " (what 90 % of the memory holds beside the weights)"),

@@ -49,7 +49,7 @@ def estimate(
     quant: str = typer.Option("none", "--quant", help="none | int8 | int8-bnb | nf4 | ... (QLoRA base, or "
                                                       "inference weights)."),
     group_size: Optional[int] = typer.Option(None, "--group-size", help="int4-weight's group size: 32 | 64 | 128 | "
-                                             "256 (infer) [128]."),
+                                             "256 (infer, serve) [128]."),
     batch: Optional[int] = typer.Option(None, "--batch", help="Sequences per batch (infer) [1]."),
     input_len: Optional[int] = typer.Option(None, "--input-len", help="Prompt tokens [512 infer, 128 serve]."),
     output_len: Optional[int] = typer.Option(None, "--output-len", help="Generated tokens (infer, serve) [128]."),

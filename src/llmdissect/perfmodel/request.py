@@ -21,12 +21,15 @@ ANALYTICAL_KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER)
 """What run_estimate answers with the closed-form model (a suite's `estimate` entries)."""
 TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp", "ep", "lora_rank",
               "lora_dropout", "optimizer", "precision", "engine")
-INFER_ONLY = ("batch", "cache", "group_size")
+INFER_ONLY = ("batch", "cache")
+WEIGHTS = ("group_size",)
+"""Options of the served weights: inference and serving take them, training does not."""
 LENGTHS = ("input_len", "output_len")
 SERVE_ONLY = ("profile", "max_num_seqs", "max_batched_tokens", "block_size", "num_blocks", "prefix_caching",
               "replicas", "num_prompts", "request_rate", "burstiness", "max_concurrency", "arrivals", "seed", "slo",
               "trace", "trace_format", "time_scale", "trace_block_tokens")
-NOT_FOR = {mn.PRETRAIN: INFER_ONLY + LENGTHS + SERVE_ONLY, mn.FINETUNE: INFER_ONLY + LENGTHS + SERVE_ONLY,
+NOT_FOR = {mn.PRETRAIN: INFER_ONLY + WEIGHTS + LENGTHS + SERVE_ONLY,
+           mn.FINETUNE: INFER_ONLY + WEIGHTS + LENGTHS + SERVE_ONLY,
            mn.INFER: TRAIN_ONLY + SERVE_ONLY, mn.SERVE: TRAIN_ONLY + INFER_ONLY}
 """The options each kind refuses (one line, exit 2)."""
 POSITIVE = ("gpus", "tp", "pp", "ep", "micro_batch", "seq", "grad_accum", "batch", "input_len", "output_len",
@@ -87,7 +90,7 @@ class EstimateRequest(BaseModel):
     quant: str = "none"
     """none | int8 | int8-bnb | nf4 | ...: the QLoRA base, or the inference weights."""
     group_size: Optional[int] = None
-    """int4-weight's group size: 32 | 64 | 128 | 256 [128, torchao's] (infer)."""
+    """int4-weight's group size: 32 | 64 | 128 | 256 [128, torchao's] (infer, serve)."""
     batch: Optional[int] = None
     """Sequences per batch [1] (infer)."""
     input_len: Optional[int] = None

@@ -111,9 +111,11 @@ def test_the_group_size_is_int4s_and_one_torchao_takes():
     from llmdissect.errors import UserError
     from llmdissect.perfmodel.config import InferSetup
     from llmdissect.perfmodel.weights import check_group_size
+    from llmdissect.perfmodel.weights import group_size_key as wt_group_key
 
     assert check_group_size("int4-weight", 0) == 128 and check_group_size("int4-weight", 32) == 32
     assert check_group_size("none", 0) == 0
+    assert wt_group_key(128) == 0 and wt_group_key(0) == 0 and wt_group_key(32) == 32  # what a config names
     with pytest.raises(UserError, match="int4-weight takes"):
         check_group_size("int4-weight", 48)
     with pytest.raises(UserError, match="applies to --quant int4-weight"):

@@ -168,7 +168,7 @@ def run_serve_estimate(r: EstimateRequest, calibration=None, model=None,
               "burstiness": r.burstiness if r.burstiness is not None else 1.0,
               "max_concurrency": r.max_concurrency, "arrivals": r.arrivals, "seed": r.seed or 0, "slo": slo,
               **trace_notes, "kind_estimated": mn.SERVE}
-    if group not in (0, wt.INT4_GROUP):  # a departure from torchao's default, as infer's config names it
+    if wt.group_size_key(group):
         config["group_size"] = group
     notes = [f"scheduler: {sched.name} ({sched.source})",
              f"KV cache: {blocks} blocks of {sched.block_size} tokens"

@@ -13,7 +13,7 @@ from llmdissect.perfmodel.kvcache import CACHES
 from llmdissect.perfmodel.moe import check_expert_parallel
 from llmdissect.perfmodel.op_costs import LORA_DROPOUTS
 from llmdissect.perfmodel.states import OFFLOADS, PRECISIONS
-from llmdissect.perfmodel.weights import INT4_GROUP, LORA_TARGETS_DEFAULT, check_group_size, check_quant
+from llmdissect.perfmodel.weights import LORA_TARGETS_DEFAULT, check_group_size, check_quant, group_size_key
 from llmdissect.specs.hardware import Platform
 from llmdissect.specs.models import ModelSpec
 
@@ -244,6 +244,6 @@ class InferSetup:
              "input_len": self.input_len, "output_len": self.output_len, "dtype": self.dtype, "attn": self.attn,
              "cache": self.cache, "quant": self.quant, "compile": False, "tp": self.tp,
              "nproc": self.platform.num_devices, "kind_estimated": mn.INFER}
-        if self.group_size not in (0, INT4_GROUP):  # measured runs name only a departure from the default
+        if group_size_key(self.group_size):
             c["group_size"] = self.group_size
         return c

@@ -22,8 +22,7 @@ from llmdissect.perfmodel import activations as act
 from llmdissect.specs.models import ModelSpec
 
 
-def larger(*xs):
-    """The largest of scalars or numpy arrays (element by element) without importing numpy."""
+def _max(*xs):
     out = xs[0]
     for x in xs[1:]:
         out = out + (x - out) * (x > out)
@@ -54,7 +53,7 @@ def training_step_peak_bytes(m: ModelSpec, b, s, e, eager, recompute_level, grad
     top = (m.num_layers - 1) * saved + full_layer + edges + held + g_head + g_layer + transient
     bottom = full_layer + edges + held + g_head + m.num_layers * g_layer + transient
     end = g_all + held + optimizer_transient
-    return larger(loss, top, bottom, end) + persistent_grads * g_all
+    return _max(loss, top, bottom, end) + persistent_grads * g_all
 
 
 def optimizer_step_transient_bytes(m: ModelSpec, psi_local, is_gpu: bool, on_device=1, state_bytes=4):

@@ -187,21 +187,20 @@ def optimizer_step_s(c, e, optimizer, tensors, shard=1, pure=0):
     streaming rate; one that fits moves its fewest bytes at the streaming rate (each element
     read from memory and written back once a step: a training step's forward and backward
     leave none of it in the cache) and the rest at the rate `peak` measured for passes in the
-    cache. Where that rate was not measured, the fewest bytes only (op_costs'
-    optimizer_step_traffic_bytes_per_param).
+    cache. Where that rate was not measured, op_costs.optimizer_step_traffic_bytes_per_param
+    (the fewest bytes for a cached tensor) at the streaming rate.
     Inside tiny-llama's training loop on one 2-core VM (b2 x 128), the 55 tensors that fit
     ran at 1.72 ns an element (with their per-tensor cost) and the two that spill at 3.08
     (2.56 alone); a copy bandwidth of 30 GB/s and a cached rate of 90 GB/s, as measured in
     those minutes, give 1.67 and 2.67."""
-    stream = optimizer_stream_rate(c)
+    stream, cached = optimizer_stream_rate(c), c.optimizer_cached_bytes_per_s
+    if optimizer not in opc.UNFUSED_OPTIMIZERS or not cached:
+        return opc.optimizer_step_traffic_bytes_per_param(e, optimizer, tensors, c.cache_bytes, shard, pure) / stream
     fewest_bytes = opc.optimizer_step_bytes_per_param(e, optimizer, pure)
-    if optimizer not in opc.UNFUSED_OPTIMIZERS:
-        return fewest_bytes / stream
     element = opc.optimizer_element_bytes(e, pure)
     passes = opc.ADAMW_UNFUSED_PASSES * element
     spilled = opc.optimizer_spilled_fraction(tensors, c.cache_bytes, shard, element)
-    cached = c.optimizer_cached_bytes_per_s
-    in_cache = fewest_bytes / stream + ((passes - fewest_bytes) / cached if cached else 0.0)
+    in_cache = fewest_bytes / stream + (passes - fewest_bytes) / cached
     return spilled * passes / stream + (1 - spilled) * in_cache
 
 

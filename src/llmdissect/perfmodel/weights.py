@@ -86,6 +86,12 @@ def check_group_size(quant: str, group_size: int) -> int:
     return group_size
 
 
+def group_size_key(group_size: int) -> int:
+    """The group size a record's config names: only a departure from torchao's default (0
+    where there is none), so that estimates and measurements of the default pair as before."""
+    return 0 if group_size in (0, INT4_GROUP) else group_size
+
+
 def linear_weight_bytes(out_features: int, in_features: int, quant: str, dtype_bytes: float,
                         double_quant: bool = True, group: int = INT4_GROUP) -> int:
     """Bytes one linear weight takes under `quant` (canonical name). `double_quant` is NF4's

@@ -44,7 +44,7 @@ def expand_grid(*, model: str, batch: list[int], input_len: list[int], output_le
     from llmdissect.config import parse_config
     from llmdissect.dtypes import check_compute_dtype
     from llmdissect.modeling import ATTN_IMPLS
-    from llmdissect.perfmodel.weights import INT4_GROUP, check_group_size
+    from llmdissect.perfmodel.weights import check_group_size, group_size_key
     from llmdissect.specs import get_model
     from llmdissect.techniques.quantization import check_quant
 
@@ -59,9 +59,7 @@ def expand_grid(*, model: str, batch: list[int], input_len: list[int], output_le
         check_quant(q)
     if group_size and "int4-weight" not in quant:
         raise UserError(f"--group-size applies to --quant int4-weight, not {', '.join(quant)}")
-    # torchao's default is no key in the record, as in an estimate's config
-    group = check_group_size("int4-weight", group_size) if group_size else 0
-    group = 0 if group == INT4_GROUP else group
+    group = group_size_key(check_group_size("int4-weight", group_size)) if group_size else 0
     if warmup < 0 or repeats < 1:
         raise UserError(f"--warmup must be >= 0 and --repeats >= 1, got {warmup} and {repeats}")
     longest = max(input_len) + max(output_len)

@@ -15,3 +15,5 @@ def test_the_probe_measures_a_full_grid_and_skinny_products_are_slower():
     # one row per weight cannot use the machine's FMA units as 1024 rows do
     assert eff[0][-1][-1] < eff[-1][-1][-1]
     assert out["stream_bytes"] >= 64 * 2**20 and out["dispatch_s"] > 0
+    # the peak it is against: the one given, or its own best cell where that ran faster
+    assert out["peak_flops_per_s"] == max(peak, out["best_flops_per_s"]) and out["best_flops_per_s"] > 0

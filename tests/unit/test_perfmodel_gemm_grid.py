@@ -75,3 +75,32 @@ def test_the_profile_grid_applies_only_in_its_dtype_and_when_well_formed():
                 {**section["gemm_efficiency_by_shape"], "efficiency": [[[0.5]]]},   # wrong shape
                 _grid(lambda *a: 1.5), "a string"):
         assert machine_for(plat, "fp32", {"cpu": {**section, "gemm_efficiency_by_shape": bad}}).ceilings.gemm_grid == ()
+
+
+def test_a_grid_that_ran_faster_than_the_peak_raises_it_and_keeps_its_rates():
+    from llmdissect.micro.gemm_grid import raise_peak
+
+    # measured against 100 GFLOP/s, its best cell at 160: the peak becomes 160 and every
+    # cell's rate (efficiency x peak) stays what was measured, capped at the new peak
+    grid = {**_grid(lambda m, k, n: {1: 0.05, 4: 0.4, 16: 1.2, 64: 1.7}[m]), "best_flops_per_s": 160e9}
+    out = raise_peak(grid, 100e9)
+    assert out["peak_flops_per_s"] == 160e9
+    assert out["efficiency"][0][0][0] * 160e9 == pytest.approx(0.05 * 100e9)
+    assert out["efficiency"][2][1][1] * 160e9 == pytest.approx(1.2 * 100e9)
+    assert out["efficiency"][3][2][2] == 1.0  # 170 GFLOP/s from the net time: capped
+    # a grid slower than the peak leaves it, and its efficiencies, as they were (capped at 1)
+    slow = raise_peak({**_grid(lambda m, k, n: 0.5), "best_flops_per_s": 60e9}, 100e9)
+    assert slow["peak_flops_per_s"] == 100e9 and slow["efficiency"][3][2][2] == 0.5
+
+
+def test_peak_takes_the_grids_rate_where_its_matmul_rows_ran_slower():
+    from llmdissect.micro.peak_child import take_grid_peak
+
+    summary = {"peak_flops_per_s": {"fp32": 100e9, "bf16": 260e9}}
+    take_grid_peak(summary, {"dtype": "fp32", "peak_flops_per_s": 160e9})
+    assert summary["peak_flops_per_s"] == {"fp32": 160e9, "bf16": 260e9}
+    assert summary["peak_raised"] == {"dtype": "fp32", "matmul_rows": 100e9, "gemm_grid": 160e9}
+    same = {"peak_flops_per_s": {"fp32": 200e9}}
+    take_grid_peak(same, {"dtype": "fp32", "peak_flops_per_s": 200e9})
+    take_grid_peak(same, None)
+    assert same == {"peak_flops_per_s": {"fp32": 200e9}}

@@ -35,6 +35,11 @@ def show(record) -> None:
         best = ", ".join(f"{k} {human_rate(v, 'FLOP/s')}" for k, v in entry["peak_flops_per_s"].items())
         console.print(f"peak ({record.metrics.get('threads')} threads): {best}; "
                       f"bandwidth {human_rate(entry['memory_bandwidth_bytes_per_s'], 'B/s')}")
+        if entry.get("peak_raised"):
+            up = entry["peak_raised"]
+            console.print(f"{up['dtype']} peak raised from the matmul rows' {human_rate(up['matmul_rows'], 'FLOP/s')} "
+                          f"to the GEMM grid's fastest product, {human_rate(up['gemm_grid'], 'FLOP/s')} "
+                          "(the rows ran in a slow stretch of this machine)")
         if entry["device"] == "cpu" and entry.get("theoretical"):
             console.print("theoretical peak assumes: " + "; ".join(entry["theoretical"]["assumptions"]))
             if entry.get("cpu_capability"):

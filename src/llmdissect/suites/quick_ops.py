@@ -26,6 +26,8 @@ def _peak(ctx: QuickContext) -> None:
     ctx.log(f"peak: fp32 {cpu['peak_flops_per_s']['fp32'] / 1e9:.1f} GFLOP/s"
             + (f" ({cpu['peak_flops_per_s']['fp32'] / theory:.0%} of theoretical {theory / 1e9:.0f})"
                if theory else "")
+            + (f", raised from {cpu['peak_raised']['matmul_rows'] / 1e9:.1f} by the GEMM grid"
+               if cpu.get("peak_raised") else "")
             + f", copy {cpu['memory_bandwidth_bytes_per_s'] / 1e9:.1f} GB/s; "
             f"stored in {record.metrics['profile_path']}")
 

@@ -149,8 +149,8 @@ def _measure(op: str, placement: str, size: int, config: dict[str, Any], device:
         expected = expected + float(config["check_offset"])
     warmup = int(config.get("warmup", 5))
     times, wrongs = [], []
-    for timed in (False, True):  # the timed count is set by the last warm-up call
-        for _ in range(_timed_iters(config, times[-1] if times else 0.0, device) if timed else warmup):
+    for timed in (False, True):  # the timed count is set by the fastest warm-up call
+        for _ in range(_timed_iters(config, min(times) if times else 0.0, device) if timed else warmup):
             reset()
             dist.barrier()
             t0 = timer.now()
@@ -178,9 +178,10 @@ def _measure(op: str, placement: str, size: int, config: dict[str, Any], device:
             **({"_samples": slowest} if int(config.get("passes", 1)) > 1 else {})}
 
 
-def _timed_iters(config: dict[str, Any], last_warmup_s: float, device: str) -> int:
-    """`iters`, or more where `min_time_s` asks for it: enough calls of the last warm-up's
-    length to fill min_time_s, at most `max_iters`. Ranks take the largest count, so that all
+def _timed_iters(config: dict[str, Any], warmup_s: float, device: str) -> int:
+    """`iters`, or more where `min_time_s` asks for it: enough calls of the fastest warm-up's
+    length to fill min_time_s, at most `max_iters` (the fastest: one warm-up call that woke
+    late, ten times its usual length, would cut a small row to `iters` calls). Ranks take the largest count, so that all
     make the same calls. Why: on a shared machine a share of small calls wakes late (a
     bimodal time), and the median of 10 such calls flips between the two modes from run to run."""
     import math
@@ -191,7 +192,7 @@ def _timed_iters(config: dict[str, Any], last_warmup_s: float, device: str) -> i
     iters, budget = int(config.get("iters", 20)), float(config.get("min_time_s", 0.0))
     if budget <= 0 or int(config.get("warmup", 5)) < 1:  # the same on every rank: none waits alone
         return iters
-    want = min(int(config.get("max_iters", iters)), max(iters, math.ceil(budget / max(last_warmup_s, 1e-9))))
+    want = min(int(config.get("max_iters", iters)), max(iters, math.ceil(budget / max(warmup_s, 1e-9))))
     agreed = torch.tensor([float(want)], dtype=torch.float64, device=device)
     dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
     return int(agreed.item())

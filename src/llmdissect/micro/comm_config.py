@@ -35,7 +35,7 @@ class CommRequest(BaseModel):
     """Untimed iterations before them."""
     min_time_s: float = 0.0
     """Time a size past `iters` until its timed calls add up to this many seconds (judged from
-    the last warm-up call), at most `max_iters`; 0 keeps exactly `iters` (nccl-tests' way)."""
+    the fastest warm-up call), at most `max_iters`; 0 keeps exactly `iters` (nccl-tests' way)."""
     max_iters: Optional[int] = None
     """The most timed iterations `min_time_s` may reach (None: 5 x iters)."""
     passes: int = 1

@@ -41,7 +41,7 @@ def build_config(req: CommRequest) -> dict[str, Any]:
     if req.passes < 1:
         raise UserError(f"bad --passes {req.passes}: must be 1 or more")
     if req.min_time_s > 0 and req.warmup < 1:
-        raise UserError("--min-time-s needs --warmup 1 or more: the last warm-up call sets how many calls to time")
+        raise UserError("--min-time-s needs --warmup 1 or more: the fastest warm-up call sets how many calls to time")
     if req.nproc < 1 or req.nnodes < 1 or not 0 <= req.node_rank < req.nnodes:
         raise UserError(f"bad process layout: --nproc {req.nproc}, --nnodes {req.nnodes}, --node-rank {req.node_rank}")
     world = req.nproc * req.nnodes

@@ -19,6 +19,11 @@ def test_peak_then_ops_rows(db_path, tmp_path):
     assert cpu["peak_flops_per_s"]["fp32"] > 1e8 and cpu["memory_bandwidth_bytes_per_s"] > 1e8
     profile = json.loads((tmp_path / "state" / "calibration.json").read_text())
     assert profile["cpu"]["peak_flops_per_s"]["fp32"] == cpu["peak_flops_per_s"]["fp32"]
+    if peak["metrics"]["threads"] > 1:  # the grid again with one thread, for one-thread servers
+        one, grid = profile["cpu"]["gemm_efficiency_by_shape_one_thread"], profile["cpu"]["gemm_efficiency_by_shape"]
+        assert [one[a] for a in ("dtype", "rows", "k", "n")] == [grid[a] for a in ("dtype", "rows", "k", "n")]
+        assert one["peak_flops_per_s"] == pytest.approx(cpu["peak_flops_per_s"]["fp32"] / peak["metrics"]["threads"])
+        assert all(0 < v <= 1 for plane in one["efficiency"] for row in plane for v in row)
 
     T = 32
     proc = run_cli("bench", "ops", "--model", "debug-llama", "--tokens", str(T), "--min-time", "0", "--seqs", "16,32",

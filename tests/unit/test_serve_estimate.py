@@ -136,11 +136,39 @@ def test_a_cpu_server_of_one_thread_gets_its_share_of_the_peak_and_the_one_threa
                        "memory_bandwidth_one_thread_bytes_per_s": 1.5e10}}
     mach = machine_for(resolve_platform("cpu"), "fp32", profile)
     notes: list[str] = []
-    one = _cpu_threads_machine(mach, profile, 1, notes).ceilings
+    one = _cpu_threads_machine(mach, profile, 1, notes, "fp32").ceilings
     assert one.peak_flops_per_s == pytest.approx(5e10) and one.memory_bandwidth_bytes_per_s == 1.5e10
-    two = _cpu_threads_machine(mach, profile, 2, []).ceilings  # no measurement at 2 threads: the share
+    two = _cpu_threads_machine(mach, profile, 2, [], "fp32").ceilings  # no measurement at 2 threads: the share
     assert two.peak_flops_per_s == pytest.approx(1e11) and two.memory_bandwidth_bytes_per_s == pytest.approx(2e10)
-    assert _cpu_threads_machine(mach, profile, 4, []) is mach and "one thread" in notes[0]
+    assert _cpu_threads_machine(mach, profile, 4, [], "fp32") is mach and "one thread" in notes[0]
+
+
+def test_a_one_thread_server_prices_its_gemms_at_the_grid_peak_measured_with_one_thread():
+    from llmdissect.analysis.serve_estimate import _cpu_threads_machine
+    from llmdissect.perfmodel.roofline import gemm_time_s
+
+    def grid(eff):
+        return {"dtype": "fp32", "rows": [1, 64], "k": [128, 2048], "n": [128, 2048],
+                "efficiency": [[[eff[0]] * 2] * 2, [[eff[1]] * 2] * 2]}
+
+    # all threads: 1 row at 2 % of 2e11, 64 rows at 80 %; one thread of two: 1 row at 4 % of
+    # its share (1e11, the same rate: torch ran it on one thread either way), 64 rows at 90 %
+    profile = {"cpu": {"peak_flops_per_s": {"fp32": 2e11}, "memory_bandwidth_bytes_per_s": 4e12, "threads": 2,
+                       "gemm_efficiency_by_shape": grid((0.02, 0.8)),
+                       "gemm_efficiency_by_shape_one_thread": grid((0.04, 0.9))}}
+    mach = machine_for(resolve_platform("cpu"), "fp32", profile)
+    notes: list[str] = []
+    one = _cpu_threads_machine(mach, profile, 1, notes, "fp32").ceilings
+    flops = 2 * 1 * 512 * 512
+    assert gemm_time_s(one, flops, 0, (1, 512, 512)) == pytest.approx(flops / (0.04 * 1e11))
+    assert gemm_time_s(mach.ceilings, flops, 0, (1, 512, 512)) == pytest.approx(flops / (0.02 * 2e11))
+    big = 2 * 64 * 512 * 512
+    assert gemm_time_s(one, big, 0, (64, 512, 512)) == pytest.approx(big / (0.9 * 1e11))
+    assert "grid peak measured with one thread" in notes[0]
+    # a profile without it: the all-thread grid at the thread's share, as before
+    del profile["cpu"]["gemm_efficiency_by_shape_one_thread"]
+    old = _cpu_threads_machine(machine_for(resolve_platform("cpu"), "fp32", profile), profile, 1, [], "fp32")
+    assert gemm_time_s(old.ceilings, flops, 0, (1, 512, 512)) == pytest.approx(flops / (0.02 * 1e11))
 
 
 def test_a_trace_sets_each_requests_time_lengths_and_shared_blocks():

@@ -73,12 +73,16 @@ def _profile(r: EstimateRequest, is_cpu: bool):
                                block_size=r.block_size, num_blocks=r.num_blocks, prefix_caching=r.prefix_caching)
 
 
-def _cpu_threads_machine(mach, profile_data: dict[str, Any], threads: int, notes: list[str]):
+def _cpu_threads_machine(mach, profile_data: dict[str, Any], threads: int, notes: list[str], dtype: str):
     """The CPU as a server of `threads` threads sees it: `threads` of the cores `peak` measured
     with (compute scales with cores), and the bandwidth `peak` measured with one thread where
     the server has one (one thread streams more than its share of what all of them do), else
-    the same share of it."""
+    the same share of it. With one thread, its GEMMs at the grid peak measured with one
+    thread where there is one (torch runs a product of a few rows on one thread whatever it
+    is given: at the share of the all-thread grid, decode's products cost twice what they do)."""
     from dataclasses import replace
+
+    from llmdissect.perfmodel.ceilings import one_thread_gemm_grid
 
     section = profile_data.get("cpu") or {}
     measured_with = int(section.get("threads") or 0)
@@ -88,11 +92,13 @@ def _cpu_threads_machine(mach, profile_data: dict[str, Any], threads: int, notes
     share = threads / measured_with
     one = section.get("memory_bandwidth_one_thread_bytes_per_s")
     bandwidth = float(one) if threads == 1 and one else c.memory_bandwidth_bytes_per_s * share
+    grid = one_thread_gemm_grid(section, dtype) if threads == 1 and c.gemm_grid else ()
     notes.append(f"server threads: {threads} of the {measured_with} peak measured with: {share:.0%} of its peak, "
                  + ("the bandwidth peak measured with one thread" if threads == 1 and one else
-                    f"{share:.0%} of its bandwidth"))
+                    f"{share:.0%} of its bandwidth")
+                 + (", GEMMs at the grid peak measured with one thread" if grid else ""))
     return replace(mach, ceilings=replace(c, peak_flops_per_s=c.peak_flops_per_s * share,
-                                          memory_bandwidth_bytes_per_s=bandwidth))
+                                          memory_bandwidth_bytes_per_s=bandwidth, gemm_grid=grid or c.gemm_grid))
 
 
 def run_serve_estimate(r: EstimateRequest, calibration=None, model=None,
@@ -121,7 +127,7 @@ def run_serve_estimate(r: EstimateRequest, calibration=None, model=None,
         raise UserError(f"no time estimate for {platform.device.name}: its peaks are unknown (run `llmdissect peak`)")
     thread_notes: list[str] = []
     if cpu_threads and platform.device.kind == "cpu":
-        mach = _cpu_threads_machine(mach, profile_data, cpu_threads, thread_notes)
+        mach = _cpu_threads_machine(mach, profile_data, cpu_threads, thread_notes, dtype)
     e = dtype_bytes(dtype)
     quant = wt.check_quant(r.quant)
     group = wt.check_group_size(quant, r.group_size or 0)

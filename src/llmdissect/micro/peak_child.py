@@ -51,6 +51,26 @@ def _gemm_grid(device: str, config: dict[str, Any], peaks: dict[str, float]) -> 
                              config.get("seed", 0))
 
 
+def _one_thread_grid(config: dict[str, Any], grid: dict[str, Any], peak: float) -> dict[str, Any]:
+    """The grid again with one thread, against one thread's share of the peak (what a
+    one-thread process such as serve-local's server gets, ceilings.one_thread_machine). Not
+    the all-thread grid at that share: torch runs a product of 1-4 rows on one thread
+    whatever it is given (a [1, 384] x [384, 1024] one took 216 us on one thread and 237 us
+    on two here), 64 rows at 1.6x and 256 rows at 1.85x the two threads' time."""
+    import torch
+
+    from llmdissect.micro.gemm_grid import measure_gemm_grid
+    from llmdissect.specs.hardware import last_level_cache_bytes
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return measure_gemm_grid("cpu", config["quick"], peak / threads, last_level_cache_bytes() or 0,
+                                 min(config["min_time_s"], 0.05), config.get("seed", 0), raise_to_best=False)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def run(config: dict[str, Any]) -> dict[str, Any]:
     """Child entry: {"devices": [...], "quick": bool, "min_time_s": float}."""
     import torch
@@ -95,14 +115,18 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         summary = summarize_device(rows, copy)
         grid = _gemm_grid(device, config, summary["peak_flops_per_s"])
         take_grid_peak(summary, grid)
+        grid_one_thread = None
+        if device == "cpu" and grid and torch.get_num_threads() > 1:
+            grid_one_thread = _one_thread_grid(config, grid, summary["peak_flops_per_s"][grid["dtype"]])
         done[0] += 1
         name = "cpu" if device == "cpu" else torch.cuda.get_device_name(int(device.split(":")[1]))
-        if device == "cpu" and not config["quick"]:  # transformers' serving engine, what serve-local runs
+        if device == "cpu" and config.get("serve_engine", not config["quick"]):  # what serve-local runs
             from llmdissect.micro.serve_engine import measure_serve_engine
 
             report(config, done[0], total, f"{device} serving engine")
             overheads.update(measure_serve_engine(device, config.get("seed", 0)))
         entry = {"device": device, "name": name, **summary, "overheads": overheads, "gemm_grid": grid,
+                 "gemm_grid_one_thread": grid_one_thread,
                  "memory_bandwidth_one_thread_bytes_per_s": one_thread}
         if device == "cpu":
             theory = pk.theoretical_cpu_peak(torch.get_num_threads())

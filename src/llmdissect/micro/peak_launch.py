@@ -46,6 +46,8 @@ def profile_update(metrics: dict[str, Any], record_id: str | None = None) -> dic
                 section[key] = entry["overheads"][key]
         if entry.get("gemm_grid"):
             section["gemm_efficiency_by_shape"] = entry["gemm_grid"]
+        if entry.get("gemm_grid_one_thread"):
+            section["gemm_efficiency_by_shape_one_thread"] = entry["gemm_grid_one_thread"]
         if entry.get("memory_bandwidth_one_thread_bytes_per_s"):
             section["memory_bandwidth_one_thread_bytes_per_s"] = entry["memory_bandwidth_one_thread_bytes_per_s"]
         if entry["device"] == "cpu":
@@ -65,8 +67,10 @@ def profile_update(metrics: dict[str, Any], record_id: str | None = None) -> dic
 
 def run_peak(quick: bool = False, devices: list[str] | None = None, min_time_s: float | None = None,
              progress: bool = True, timeout_s: float = 600, store_profile: bool = True,
-             threads: int | None = None):
-    """Measure, make the `ops` record (config.what = peak), write the profile. Returns (record, child)."""
+             threads: int | None = None, serve_engine: bool | None = None):
+    """Measure, make the `ops` record (config.what = peak), write the profile. Returns (record, child).
+    `serve_engine`: also time transformers' serving engine on a CPU (micro.serve_engine, ~5 s;
+    default: a full run does, a quick one does not)."""
     from llmdissect.calibration_profile import update_profile
     from llmdissect.launch import run_child
     from llmdissect.launch.child import default_threads
@@ -80,7 +84,7 @@ def run_peak(quick: bool = False, devices: list[str] | None = None, min_time_s: 
     threads = threads or default_threads(1)
     config = {"what": "peak", "hardware": hardware_name("cpu" if devices == ["cpu"] else "cuda"), "devices": devices,
               "quick": quick, "min_time_s": (0.3 if quick else 1.0) if min_time_s is None else min_time_s,
-              "threads": threads}
+              "threads": threads, "serve_engine": (not quick) if serve_engine is None else serve_engine}
     started = utc_now()
     child = run_with_progress(lambda c: run_child(TARGET, c, timeout_s=timeout_s, threads=threads), config, "peak",
                               progress)

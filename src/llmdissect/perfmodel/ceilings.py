@@ -115,6 +115,12 @@ def _gemm_grid(table: Any, dtype: str, sources: dict[str, str]) -> tuple:
     return (*axes, eff)
 
 
+def one_thread_gemm_grid(section: dict[str, Any] | None, dtype: str) -> tuple:
+    """The GEMM grid `peak` measured with one thread on a CPU of several (micro.peak_child,
+    against one thread's share of the peak), or () where there is none in `dtype`."""
+    return _gemm_grid((section or {}).get("gemm_efficiency_by_shape_one_thread"), dtype, {})
+
+
 def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None = None,
                 explicit: bool = False) -> Machine:
     """Ceilings and network of `platform` for compute dtype `dtype`."""

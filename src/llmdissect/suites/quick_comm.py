@@ -23,8 +23,8 @@ def _comm(ctx: QuickContext) -> None:
     from llmdissect.micro.comm_launch import build_config, run_comm, store_fits
 
     req = CommRequest(ops="all_reduce,all_gather,reduce_scatter", min_bytes=QUICK_SIZES[0],
-                      max_bytes=QUICK_SIZES[1], factor=2, iters=10, warmup=QUICK_WARMUP, min_time_s=QUICK_ROW_S, max_iters=60,
-                      backend="gloo", nproc=2, timeout_s=240)
+                      max_bytes=QUICK_SIZES[1], factor=2, iters=10, warmup=QUICK_WARMUP, min_time_s=QUICK_ROW_S,
+                      max_iters=60, backend="gloo", nproc=2, timeout_s=240)
     record, _ = run_comm(build_config(req), req, progress=False)  # the suite shows its own bar
     ctx.save(record)
     if record.status != "ok":

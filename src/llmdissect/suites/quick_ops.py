@@ -19,7 +19,8 @@ def _check(ctx: QuickContext, record) -> None:
 def _peak(ctx: QuickContext) -> None:
     from llmdissect.micro.peak_launch import run_peak
 
-    record, _ = run_peak(quick=True, devices=None, min_time_s=0.2, progress=False, timeout_s=120)
+    # the serving engine's own cost too: the serve step's simulation adds it to every iteration
+    record, _ = run_peak(quick=True, devices=None, min_time_s=0.2, progress=False, timeout_s=120, serve_engine=True)
     _check(ctx, record)
     cpu = record.metrics["devices"]["cpu"]
     theory = (cpu.get("theoretical_peak_flops_per_s") or {}).get("fp32")

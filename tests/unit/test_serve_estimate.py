@@ -219,3 +219,14 @@ def test_a_served_int4_model_streams_its_groups_scales():
     assert g32.config["group_size"] == 32 and "group_size" not in g128.config
     with pytest.raises(UserError, match="applies to --quant int4-weight"):
         run_serve_estimate(estimate_request("serve", model="llama2-7b", hardware="a100", group_size=32))
+
+
+def test_the_report_says_at_which_rates_the_simulation_stops_holding():
+    from llmdissect.report.sections_infer import SIMULATION_HOLDS, departures
+
+    runs = [_measured({"request_rate": rate}) for rate in (2.0, float("inf"))]  # TTFT 50 ms, TPOT 12 ms
+    close = {mn.TTFT_S: {"median": 0.05 * (1 + SIMULATION_HOLDS * 0.9)}, mn.TPOT_S: {"median": 0.0115}}
+    far = {mn.TTFT_S: {"median": 0.076}, mn.TPOT_S: {"median": 0.009}}
+    found = departures([(runs[0], close), (runs[1], far)], "tiny-llama")
+    assert len(found) == 1 and "unbounded (TTFT p50 +52%, TPOT p50 -25%)" in found[0] and "2 req/s" not in found[0]
+    assert departures([(runs[0], close)], "tiny-llama") == []

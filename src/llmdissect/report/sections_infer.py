@@ -77,25 +77,56 @@ def _rate(r: RunRecord) -> float:
     return float("inf") if rate in (None, "inf") else float(rate)
 
 
-def _simulated(group: list[RunRecord]) -> dict[str, tuple[list[float], list[float]]]:
-    """TTFT p50 and TPOT p50 of the simulated runs of the group's loads, against their throughput."""
+def _simulations(group: list[RunRecord]) -> list[tuple[RunRecord, dict]]:
+    """(run, metrics of the simulation of its load) for each run that names its server."""
     from llmdissect.analysis.serve_estimate import estimate_measured_serve
     from llmdissect.errors import UserError
 
-    points = []
+    out = []
     for r in group:
         if not r.config.get("served"):
             continue
         try:
-            m = estimate_measured_serve(r.config, r.metrics).metrics
+            out.append((r, estimate_measured_serve(r.config, r.metrics).metrics))
         except (UserError, KeyError, TypeError, ValueError):
             continue
-        points.append((m[mn.REQUEST_THROUGHPUT_PER_S], m[mn.TTFT_S]["median"], m[mn.TPOT_S]["median"]))
+    return out
+
+
+def _simulated(group: list[RunRecord], sims: list | None = None) -> dict[str, tuple[list[float], list[float]]]:
+    """TTFT p50 and TPOT p50 of the simulated runs of the group's loads, against their throughput."""
+    points = [(m[mn.REQUEST_THROUGHPUT_PER_S], m[mn.TTFT_S]["median"], m[mn.TPOT_S]["median"])
+              for _, m in (_simulations(group) if sims is None else sims)]
     if not points:
         return {}
     x = [p[0] for p in points]
     return {"TTFT p50 simulated": (x, [p[1] * 1e3 for p in points]),
             "TPOT p50 simulated": (x, [p[2] * 1e3 for p in points])}
+
+
+SIMULATION_HOLDS = 0.2
+"""Issue 18's bound: a simulated TTFT or TPOT p50 further than this from the measured one is
+where the report says the prediction stops holding."""
+
+
+def departures(sims: list[tuple[RunRecord, dict]], name: str) -> list[str]:
+    """Where the simulation stops holding: the offered rates at which its TTFT or TPOT p50 is
+    more than SIMULATION_HOLDS from the measured one (the CPU server's batching at saturation,
+    say, which the scheduler profile does not follow)."""
+    off = []
+    for r, m in sims:
+        errs = []
+        for metric, label in ((mn.TTFT_S, "TTFT"), (mn.TPOT_S, "TPOT")):
+            measured, simulated = (r.metrics.get(metric) or {}).get("median"), (m.get(metric) or {}).get("median")
+            if measured and simulated is not None and abs(simulated / measured - 1) > SIMULATION_HOLDS:
+                errs.append(f"{label} p50 {simulated / measured - 1:+.0%}")
+        if errs:
+            rate = "unbounded" if _rate(r) == float("inf") else f"{_rate(r):g} req/s"
+            off.append(f"{rate} ({', '.join(errs)})")
+    if not off:
+        return []
+    return [f"The simulation of {name} stops holding (more than {SIMULATION_HOLDS:.0%} from the measurement) "
+            f"at: {'; '.join(off)}."]
 
 
 def _goodput_plot(sec: Section, gi: int, name: str, group: list[RunRecord]) -> None:
@@ -178,7 +209,8 @@ def serving(records: list[RunRecord]) -> Section | None:
         tpot = [(r.metrics.get(mn.TPOT_S) or {}).get("median") for r in group]
         if any(y is not None for y in tpot):
             series["TPOT p50"] = (x, [y * 1e3 if y is not None else None for y in tpot])
-        series.update(_simulated(group))
+        sims = _simulations(group)
+        series.update(_simulated(group, sims))
         sec.plots.append(plots.lines(f"serve-latency-{gi}", f"Latency against throughput: {name}", series,
                                      xlabel="achieved throughput (requests/s)", ylabel="latency (ms)",
                                      legend_title="percentile"))
@@ -187,6 +219,7 @@ def serving(records: list[RunRecord]) -> Section | None:
         sec.findings += findings.serving([(_rate(r), r.metrics[mn.REQUEST_THROUGHPUT_PER_S],
                                            (r.metrics.get(mn.TTFT_S) or {}).get("median") or 0.0,
                                            (r.metrics.get(mn.TTFT_S) or {}).get("p99") or 0.0) for r in group], name)
+        sec.findings += departures(sims, name)
         for r in group:
             m = r.metrics
             rows.append((name, "unbounded" if _rate(r) == float("inf") else _rate(r), m.get("completed"),

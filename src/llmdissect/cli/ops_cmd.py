@@ -29,7 +29,12 @@ def show(record) -> None:
     console.print("efficiency (time-weighted): " + ", ".join(f"{k} {eff[k]:.1%}" for k in ("gemm", "attention",
                                                                                            "memory") if k in eff)
                   + "".join(f"; routed experts at {rows:g} tokens each {e:.1%}"
-                            for rows, e in eff.get("experts_by_rows", [])))
+                            for rows, e in eff.get("experts_by_rows", []))
+                  + ("; attention forward by length "
+                     + ", ".join(f"s={s:g} {e:.1%}" for s, e in eff["attention_by_seq"])
+                     if eff.get("attention_by_seq") else "")
+                  + ("; element-wise by tokens " + ", ".join(f"{t:g} {e:.1%}" for t, e in eff["memory_by_tokens"])
+                     if eff.get("memory_by_tokens") else ""))
     if ceil.get("raised"):
         note(f"{len(ceil['raised'])} row(s) beat a measured ceiling, which was raised to them (a noisy or "
              f"stale `peak`?): {ceil['raised'][0]}")

@@ -31,6 +31,10 @@ class OpCase:
     dtype: str = ""
     rows_per_expert: int | None = None
     """Routed-expert rows: the tokens each expert gets (the grouped-GEMM efficiency's x)."""
+    tokens: int | None = None
+    """A layer element-wise operator's tokens (the element-wise efficiency's x)."""
+    seq: int | None = None
+    """An attention case's sequence length (the attention efficiency's x)."""
 
 
 class Maker:
@@ -99,7 +103,7 @@ def attention_case(m_: Callable[[], Maker], spec: ModelSpec, b: int, s: int, e: 
                 return fwd()
         return run
     return OpCase(f"attention {backend}", f"b{b} s{s} h{a}/{g} d{d}", passes, "attention",
-                  opc.attention(b, s, a, g, d, e, passes), make)
+                  opc.attention(b, s, a, g, d, e, passes), make, seq=s)
 
 
 def elementwise_cases(m_: Callable[[], Maker], spec: ModelSpec, T: int, e: float, passes: str,
@@ -147,14 +151,21 @@ def elementwise_cases(m_: Callable[[], Maker], spec: ModelSpec, T: int, e: float
 
     return [
         OpCase("embedding", f"[{T}] of [{V},{h}]", passes, "memory", opc.embedding(T, V, h, e, passes), embedding),
-        OpCase("rmsnorm", f"[{T},{h}]", passes, "memory", opc.rmsnorm(T, h, e, passes), rmsnorm),
-        OpCase("rope", f"q [{T},{qd}] k [{T},{kvd}]", passes, "memory", opc.rope(T, qd, kvd, d, e, passes), rope),
+        OpCase("rmsnorm", f"[{T},{h}]", passes, "memory", opc.rmsnorm(T, h, e, passes), rmsnorm, tokens=T),
+        OpCase("rope", f"q [{T},{qd}] k [{T},{kvd}]", passes, "memory", opc.rope(T, qd, kvd, d, e, passes), rope,
+               tokens=T),
         OpCase("softmax", f"[1,{a},{softmax_s},{softmax_s}]", passes, "memory",
                opc.softmax(a * softmax_s, softmax_s, e, passes), softmax),
-        OpCase("silu x gate", f"[{T},{f}]", passes, "memory", opc.swiglu(T, f, e, passes), swiglu),
+        OpCase("silu x gate", f"[{T},{f}]", passes, "memory", opc.swiglu(T, f, e, passes), swiglu, tokens=T),
         OpCase("cross-entropy", f"[{T},{V}] fp32", passes, "memory", opc.cross_entropy(T, V, passes), loss,
                dtype="fp32"),
     ]
+
+
+def layer_elementwise_cases(m_: Callable[[], Maker], spec: ModelSpec, T: int, e: float) -> list[OpCase]:
+    """A decoder layer's own element-wise operators (RMSNorm, RoPE, SwiGLU), forward, at T
+    tokens: the points of the element-wise efficiency by token count."""
+    return [c for c in elementwise_cases(m_, spec, T, e, "fwd", 16) if c.tokens]
 
 
 def routed_tokens_per_expert(tokens: int, spec: ModelSpec) -> int:

@@ -20,6 +20,19 @@ from llmdissect.micro.ops_config import OpsConfig
 LADDER_BYTES = (32 * 2**10, 256 * 2**10, 2 * 2**20, 16 * 2**20)
 
 
+ELEMENTWISE_TOKENS_MAX = 4096
+"""The most tokens the element-wise curve's largest point runs (a 70B layer's SwiGLU at 4096
+tokens is three 0.9 GB bf16 tensors)."""
+
+
+def elementwise_tokens(tokens: int) -> list[int]:
+    """The token counts a layer's element-wise operators are timed at, forward: a quarter of
+    the run's, the run's, and eight times it (at most ELEMENTWISE_TOKENS_MAX): their rate per
+    byte rises with size (dispatch amortized, more threads), and the estimate prices a decode
+    step of a few tokens and a prefill of thousands with the same operators."""
+    return sorted({max(1, tokens // 4), tokens, max(tokens, min(8 * tokens, ELEMENTWISE_TOKENS_MAX))})
+
+
 def default_seqs(tokens: int, max_len: int) -> list[int]:
     top = min(tokens, max_len)
     return sorted({max(16, min(top, s)) for s in (top // 4, top // 2, top)})
@@ -65,6 +78,9 @@ def build_cases(cfg: OpsConfig) -> tuple[list[OpCase], list[str]]:
         for s in seqs:
             for backend in ["eager", *sdpa_backends(cfg.device)]:
                 cases.append(oc.attention_case(maker, spec, max(1, T // s), s, e, p, backend))
+    for t in elementwise_tokens(T):
+        if t != T or "fwd" not in passes:
+            cases += oc.layer_elementwise_cases(maker, spec, t, e)
     if "bwd" in passes:
         cases.append(oc.adamw_case(maker, spec))
     skipped: list[str] = []
@@ -87,7 +103,8 @@ def raw_row(case: OpCase, stats: Any) -> dict[str, Any]:
     return {"op": case.op, "shape": case.shape, "dtype": case.dtype, "pass": case.passes, "class": case.cls,
             mn.TIME_S: stats.to_dict(), mn.FLOPS: case.cost.flops, mn.BYTES: case.cost.bytes,
             mn.INTENSITY: case.cost.intensity, mn.FLOPS_PER_S: case.cost.flops / t, mn.BYTES_PER_S: case.cost.bytes / t,
-            **({"rows_per_expert": case.rows_per_expert} if case.rows_per_expert else {})}
+            **({"rows_per_expert": case.rows_per_expert} if case.rows_per_expert else {}),
+            **({"tokens": case.tokens} if case.tokens else {}), **({"seq": case.seq} if case.seq else {})}
 
 
 def place_rows(rows: list[dict[str, Any]], peaks: dict[str, float], ladder: list[tuple[float, float]],
@@ -138,16 +155,30 @@ def kernel_rows(rows: list[dict[str, Any]], ceil: dict[str, Any]) -> list[dict[s
     return [r for r in rows if r[mn.TIME_S]["median"] >= LAUNCH_BOUND_FACTOR * fixed]
 
 
-def efficiencies(rows: list[dict[str, Any]], ceil: dict[str, Any]) -> dict[str, Any]:
+def _by_size(rows: list[dict[str, Any]], key: str, work: str, ceiling: float) -> list[list[float]]:
+    """[size, efficiency] per distinct `key` among rows (their `work` over their time, against
+    `ceiling`, time-weighted), ascending; [] unless at least two sizes were measured."""
+    groups: dict[float, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(r[key], []).append(r)
+    if len(groups) < 2:
+        return []
+    return sorted([float(size), _clamp(sum(r[work] for r in g) / sum(r[mn.TIME_S]["median"] for r in g) / ceiling)]
+                  for size, g in groups.items())
+
+
+def efficiencies(rows: list[dict[str, Any]], ceil: dict[str, Any], tokens: int | None = None) -> dict[str, Any]:
     """Per roofline class against the measured ceilings, time-weighted (total work / total
     time / ceiling), as perfmodel reads them (`gemm`, `attention`, `memory`, fractions in (0, 1]);
-    plus forward GEMMs by size (`gemm_by_flops`) and a MoE model's forward grouped expert
-    GEMMs by the rows each expert got (`experts_by_rows`). On a GPU only rows that were not
-    launch-bound count (kernel_rows); a class with none is left to the defaults.
+    plus forward GEMMs by size (`gemm_by_flops`), a MoE model's forward grouped expert GEMMs
+    by the rows each expert got (`experts_by_rows`), the fused attention's forward and
+    backward by sequence length (`attention_by_seq`, `attention_bwd_by_seq`) and a layer's
+    element-wise operators' forward by token count (`memory_by_tokens`). On a GPU only rows
+    that were not launch-bound count (kernel_rows); a class with none is left to the defaults.
 
     attention: per shape and pass the fastest fused (sdpa) backend, what dispatch would pick.
-    memory: forward element-wise bytes against the DRAM bandwidth (capped at 1 where they ran
-    from cache).
+    memory: forward element-wise bytes at the run's `tokens` against the DRAM bandwidth
+    (capped at 1 where they ran from cache).
     """
     dram, peaks = ceil["memory_bandwidth_bytes_per_s"], ceil["peak_flops_per_s"]
     kept = kernel_rows(rows, ceil)
@@ -174,11 +205,20 @@ def efficiencies(rows: list[dict[str, Any]], ceil: dict[str, Any]) -> dict[str, 
     if att:
         out["attention"] = _clamp(sum(r[mn.FLOPS] for r in att) / sum(r[mn.TIME_S]["median"] for r in att)
                                   / peaks[att[0]["dtype"]])
+        for key, passes in (("attention_by_seq", "fwd"), ("attention_bwd_by_seq", "bwd")):
+            by_seq = _by_size([r for r in att if r.get("pass") == passes and r.get("seq")], "seq", mn.FLOPS,
+                              peaks[att[0]["dtype"]])
+            if by_seq:
+                out[key] = by_seq
     # forward rows only, as for the GEMM curve: a CPU's element-wise backward rows also pay
     # autograd's fresh gradient buffers (embedding's is the whole table, zero-filled), whose
     # cost follows the allocator's state: their rate moved 0.24 -> 0.55 of the copy rate
     # between two quick runs on one machine while the forward rows' held 0.38 -> 0.40
     mem = [r for r in kept if r["class"] == "memory"]
+    by_tokens = _by_size([r for r in mem if r.get("pass") == "fwd" and r.get("tokens")], "tokens", mn.BYTES, dram)
+    if by_tokens:
+        out["memory_by_tokens"] = by_tokens
+    mem = [r for r in mem if tokens is None or r.get("tokens") in (None, tokens)]  # the curve's other sizes apart
     mem = [r for r in mem if r.get("pass") == "fwd"] or mem
     if mem:
         out["memory"] = _clamp(sum(r[mn.BYTES] for r in mem) / sum(r[mn.TIME_S]["median"] for r in mem) / dram)
@@ -243,4 +283,4 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         del fn
     ceil["raised"] = place_rows(rows, ceil["peak_flops_per_s"], ladder, ceil["memory_bandwidth_bytes_per_s"])
     return {"metrics": {"rows": rows, "ceilings": ceil, "skipped": skipped,
-                        "efficiency": efficiencies(rows, ceil)}, "env": capture_device_env()}
+                        "efficiency": efficiencies(rows, ceil, cfg.tokens)}, "env": capture_device_env()}

@@ -14,7 +14,12 @@ def profile_update(record: Any) -> dict[str, Any]:
     """What a `bench ops` record adds to the calibration profile."""
     eff = record.metrics["efficiency"]
     scalar = {k: v for k, v in eff.items() if k in ("gemm", "attention", "memory")}
+    # the curves by size are replaced whole (empty where this run measured one size only),
+    # so that a stale curve never sits beside a new class efficiency
     detail = {"efficiency": scalar, "gemm_efficiency_by_flops": eff.get("gemm_by_flops", []),
+              "attention_efficiency_by_seq": eff.get("attention_by_seq", []),
+              "attention_bwd_efficiency_by_seq": eff.get("attention_bwd_by_seq", []),
+              "memory_efficiency_by_tokens": eff.get("memory_by_tokens", []),
               **({"experts_efficiency_by_rows": eff["experts_by_rows"]} if eff.get("experts_by_rows") else {}),
               "efficiency_from": {"record_id": record.id, "model": record.config["model"],
                                   "tokens": record.config["tokens"], "dtype": record.config["dtype"]}}

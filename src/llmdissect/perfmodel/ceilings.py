@@ -96,6 +96,14 @@ def _fixed_costs(kind: str, section: dict[str, Any] | None, sources: dict) -> di
     return dict.fromkeys(FIXED_COST_KEYS, 0.0)
 
 
+def _size_curve(section: dict[str, Any] | None, key: str) -> tuple:
+    """A profile's (size, efficiency) points measured by `bench ops`, ascending; malformed
+    points are dropped."""
+    points = (section or {}).get(key) or ()
+    return tuple(sorted(tuple(map(float, pt)) for pt in points
+                        if isinstance(pt, (list, tuple)) and len(pt) == 2 and pt[0] > 0 and 0 < pt[1] <= 1))
+
+
 def _gemm_grid(table: Any, dtype: str, sources: dict[str, str]) -> tuple:
     """The (rows, k, n, efficiency) grid `peak` measured (micro.gemm_grid), if it was measured
     in the estimate's dtype and is well formed; else () and the FLOPs curve or class applies."""
@@ -153,14 +161,17 @@ def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None =
     fixed = _fixed_costs(hw.kind, section if applies else None, sources)
     curve = tuple(tuple(map(float, pt)) for pt in ((section or {}).get("gemm_efficiency_by_flops") or ())
                   if applies and len(pt) == 2 and 0 < pt[1] <= 1)
-    experts = tuple(tuple(map(float, pt)) for pt in ((section or {}).get("experts_efficiency_by_rows") or ())
-                    if applies and len(pt) == 2 and pt[0] > 0 and 0 < pt[1] <= 1)
+    experts, attention, attention_bwd, memory = (_size_curve(section if applies else None, key) for key in (
+        "experts_efficiency_by_rows", "attention_efficiency_by_seq", "attention_bwd_efficiency_by_seq",
+        "memory_efficiency_by_tokens"))
     cache = (section or {}).get("last_level_cache_bytes") if applies and hw.kind == "cpu" else None
     cache = float(cache) / shared if isinstance(cache, (int, float)) and cache > 0 else 0.0
     grid = _gemm_grid((section or {}).get("gemm_efficiency_by_shape") if applies else None, dtype, sources)
     fixed.update({k: fixed[k] / shared for k in MEASURED_RATE_KEYS if k in fixed})
     ceilings = Ceilings(float(peak) / shared, float(bandwidth) / shared, eff, gemm_efficiency_by_flops=curve,
-                        experts_efficiency_by_rows=experts, gemm_grid=grid, cache_bytes=cache,
+                        experts_efficiency_by_rows=experts, attention_efficiency_by_seq=attention,
+                        attention_bwd_efficiency_by_seq=attention_bwd,
+                        memory_efficiency_by_tokens=memory, gemm_grid=grid, cache_bytes=cache,
                         asynchronous=hw.kind == "gpu", **fixed) \
         if peak and bandwidth else None
     link = platform.interconnect or hw.link

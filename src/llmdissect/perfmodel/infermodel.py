@@ -53,7 +53,7 @@ def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp,
     `layer_weights` is the bytes of one decoder layer's (possibly quantized) weights;
     `concat` 1 for a cache that appends by concatenation (transformers' dynamic), 0 in place."""
     c, net = mach.ceilings, mach.network
-    prefill = (m.num_layers * layer_forward_time_s(c, m, b, n_in, e, eager, layer_weights, tp)
+    prefill = (m.num_layers * layer_forward_time_s(c, m, b, n_in, e, eager, layer_weights, tp, by_length=True)
                + head_forward_time_s(c, m, b, e, tp, with_loss=0)
                + comm.tensor_parallel_comm_s(net, b * n_in * m.hidden_size * e, tp, m.num_layers, 1)
                + c.generate_call_s)  # generate's set-up and the first token's pick

@@ -125,13 +125,33 @@ def moe_mlp_gemms(m: ModelSpec, tokens, k, n, down: bool):
     return pieces
 
 
-def layer_attention_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, tp=1):
-    """The attention core (scores, softmax, attention x V)."""
+def layer_attention_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, tp=1, by_length=False):
+    """The attention core's forward (scores, softmax, attention x V). `by_length`: a fused
+    kernel at the forward efficiency measured at length s (Ceilings.attention_efficiency_by_seq:
+    the kernel's rate rises with s, 36 -> 71 GFLOP/s from 64 to 256 tokens in tiny-llama's
+    layer on a 2-core VM), where measured; else at the class's efficiency."""
     a, g, d = m.num_heads, m.num_kv_heads, m.head_dim
     flops = opc.attention_flops(b, s, a, d, causal=1 - eager) / tp
     io = opc.attention_io_bytes(b, s, a, g, d, e) / tp
     scores = eager * opc.eager_scores_bytes(b, s, a, e) / tp
-    return attention_time_s(c, flops, io) + memory_time_s(c, scores)
+    seq = s if by_length and _fused(eager) else None
+    return attention_time_s(c, flops, io, seq) + memory_time_s(c, scores)
+
+
+def _fused(eager) -> bool:
+    """A fused kernel priced for one configuration (advise's arrays take the class)."""
+    return isinstance(eager, (int, bool)) and not eager
+
+
+def layer_attention_backward_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, tp=1, frozen=0):
+    """The attention core's backward: a fused kernel's four products (twice the forward's
+    FLOPs) at the backward efficiency measured at length s (attention_bwd_efficiency_by_seq),
+    whatever is frozen (attention has no weights: dQ, dK and dV are always computed); where
+    not measured, (2 - frozen) x the forward, as the rest of the layer."""
+    if not (c.attention_bwd_efficiency_by_seq and _fused(eager)):
+        return (2 - frozen) * layer_attention_time_s(c, m, b, s, e, eager, tp, by_length=True)
+    cost = opc.attention(b, s, m.num_heads, m.num_kv_heads, m.head_dim, e, "bwd")
+    return attention_time_s(c, cost.flops / tp, cost.bytes / tp, s, backward=True)
 
 
 def layer_elementwise_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1):
@@ -143,7 +163,7 @@ def layer_elementwise_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1):
                + opc.mlp_activation(tokens, m.mlp_token_width, e, m.gated_mlp).bytes)
     # a MoE layer's routing, dispatch and combine (the mean over the model's layers)
     routing = m.moe_layers / m.num_layers * opc.moe_routing(tokens, m.experts_per_token, h, m.num_experts, e).bytes
-    return memory_time_s(c, replicated + sharded / tp + routing)
+    return memory_time_s(c, replicated + sharded / tp + routing, tokens)
 
 
 def layer_op_recompute_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1):
@@ -199,17 +219,19 @@ def launch_bound(c: Ceilings, kernels_s, ops):
     return kernels_s + fixed
 
 
-def layer_kernels_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1):
+def layer_kernels_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1, by_length=False):
     """One layer's forward kernels: GEMMs + attention core + element-wise operators, each at
-    its roofline (no fixed costs)."""
+    its roofline (no fixed costs); `by_length` as layer_attention_time_s."""
     tokens = b * s
-    return (layer_gemm_time_s(c, m, tokens, e, weight_bytes, tp) + layer_attention_time_s(c, m, b, s, e, eager, tp)
+    return (layer_gemm_time_s(c, m, tokens, e, weight_bytes, tp)
+            + layer_attention_time_s(c, m, b, s, e, eager, tp, by_length)
             + layer_elementwise_time_s(c, m, tokens, e, tp))
 
 
-def layer_forward_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1):
+def layer_forward_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1, by_length=False):
     """One layer's forward: its kernels and the fixed cost of each of its operators (launch_bound)."""
-    return launch_bound(c, layer_kernels_time_s(c, m, b, s, e, eager, weight_bytes, tp), opc.layer_forward_ops(m))
+    return launch_bound(c, layer_kernels_time_s(c, m, b, s, e, eager, weight_bytes, tp, by_length),
+                        opc.layer_forward_ops(m))
 
 
 def head_forward_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1, with_loss=1):

@@ -57,6 +57,14 @@ class Ceilings:
     experts_efficiency_by_rows: tuple = ()
     """Measured (rows per expert, efficiency) of a MoE layer's grouped expert GEMMs (`bench
     ops` on a MoE model), ascending; () prices them as ordinary GEMMs of their size."""
+    attention_efficiency_by_seq: tuple = ()
+    """Measured (sequence length, efficiency) of the fused attention kernel's forward (`bench
+    ops` at several lengths), ascending; () prices every attention at the class's efficiency."""
+    attention_bwd_efficiency_by_seq: tuple = ()
+    """... and of its backward (its FLOPs twice the forward's, op_costs.attention)."""
+    memory_efficiency_by_tokens: tuple = ()
+    """Measured (tokens, efficiency) of a layer's element-wise forward operators (RMSNorm,
+    RoPE, SwiGLU; `bench ops` at several token counts), ascending; () takes the class's."""
     gemm_grid: tuple = ()
     """Measured efficiency of a product of M rows, K inputs and N outputs (`peak`,
     micro.gemm_grid): (rows, k, n, efficiency[i][j][l]); () where not measured."""
@@ -81,11 +89,26 @@ class Ceilings:
         """A measured grid and a scalar (M, K, N) to look up (advise's arrays take the class)."""
         return shape is not None and bool(self.gemm_grid) and all(isinstance(v, (int, float)) for v in shape)
 
-    def attention_flops_per_s(self) -> float:
-        return self.peak_flops_per_s * self.efficiency["attention"]
+    def attention_flops_per_s(self, seq=None, backward=False) -> float:
+        """The fused attention's rate: at the forward (or backward) efficiency `bench ops`
+        measured at that sequence length where given and measured (log-linear between
+        lengths, held beyond), else the class's (forward and backward rows together)."""
+        curve = self.attention_bwd_efficiency_by_seq if backward else self.attention_efficiency_by_seq
+        eff = _interpolate_log(curve, seq) if curve and _scalar(seq) else self.efficiency["attention"]
+        return self.peak_flops_per_s * eff
 
-    def bytes_per_s(self) -> float:
-        return self.memory_bandwidth_bytes_per_s * self.efficiency["memory"]
+    def bytes_per_s(self, tokens=None) -> float:
+        """The element-wise rate: at the efficiency `bench ops` measured for a layer's
+        element-wise operators at that many tokens where given and measured (log-linear
+        between counts, held beyond), else the class's."""
+        curve = self.memory_efficiency_by_tokens
+        eff = _interpolate_log(curve, tokens) if curve and _scalar(tokens) else self.efficiency["memory"]
+        return self.memory_bandwidth_bytes_per_s * eff
+
+
+def _scalar(x) -> bool:
+    """A positive number (advise's numpy arrays take the class's efficiency)."""
+    return isinstance(x, (int, float)) and x > 0
 
 
 def experts_gemm_time_s(c: Ceilings, flops, nbytes, rows):
@@ -178,11 +201,17 @@ def gemm_activation_time_s(c: Ceilings, activation_bytes):
     return 0.0 * activation_bytes if c.asynchronous else activation_bytes / c.bytes_per_s()
 
 
-def attention_time_s(c: Ceilings, flops, nbytes):
-    """A fused attention kernel (sdpa / flash), or eager attention's two matmuls."""
-    return op_time_s(flops, nbytes, c.attention_flops_per_s(), c.bytes_per_s())
+def attention_time_s(c: Ceilings, flops, nbytes, seq=None, backward=False):
+    """A fused attention kernel (sdpa / flash), or eager attention's two matmuls; `seq` (a
+    pass over sequences of that length) takes the measured efficiency by length."""
+    return op_time_s(flops, nbytes, c.attention_flops_per_s(seq, backward), c.bytes_per_s())
 
 
-def memory_time_s(c: Ceilings, nbytes):
-    """An element-wise operator (norm, RoPE, SwiGLU, residual add, softmax): bytes / bandwidth."""
-    return nbytes / c.bytes_per_s()
+def memory_time_s(c: Ceilings, nbytes, tokens=None):
+    """An element-wise operator (norm, RoPE, SwiGLU, residual add, softmax): bytes / bandwidth;
+    `tokens` (a layer's operators over that many tokens) takes the measured efficiency by
+    token count: on a CPU a small operator's time is mostly its dispatch and it runs on one
+    thread (ATen splits element-wise loops only above 32,768 elements, at::internal::GRAIN_SIZE
+    in ATen/Parallel.h), so the rate per byte rises with the tokens (tiny-llama's RMSNorm,
+    RoPE and SwiGLU: 11 GB/s at 64 tokens, 28 GB/s at 512, on a 2-core VM)."""
+    return nbytes / c.bytes_per_s(tokens)

@@ -24,6 +24,7 @@ from llmdissect.perfmodel.layertime import (
     head_forward_time_s,
     launch_bound,
     layer_adapter_time_s,
+    layer_attention_backward_time_s,
     layer_attention_time_s,
     layer_kernels_time_s,
     layer_op_recompute_time_s,
@@ -95,8 +96,9 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     c, net = mach.ceilings, mach.network
     layers = m.num_layers / pp
     tokens = b * s
-    t_kernels = layer_kernels_time_s(c, m, b, s, e, eager, layer_weight_bytes, tp)
+    t_kernels = layer_kernels_time_s(c, m, b, s, e, eager, layer_weight_bytes, tp, by_length=True)
     t_layer = launch_bound(c, t_kernels, opc.layer_forward_ops(m))
+    t_attn = layer_attention_time_s(c, m, b, s, e, eager, tp, by_length=True)
     t_head = head_forward_time_s(c, m, tokens, e, tp)
     if len(lora_targets):
         adapter_fwd = lora * layers * layer_adapter_time_s(c, m, tokens, e, lora_rank, lora_targets, lora_dropout, tp)
@@ -106,13 +108,15 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
         adapter_fwd = 0.0
         adapter_bwd = lora * 6 * tokens * lora_params / shard_div(tp, pp) / (c.peak_flops_per_s * c.efficiency["gemm"])
     fwd = layers * t_layer + t_head + adapter_fwd
-    # backward: activation gradients (1x forward) + weight gradients (1x) unless the base is frozen
+    # backward: activation gradients (1x forward) + weight gradients (1x) unless the base is frozen;
+    # the attention core's at its own measured rate where bench ops timed its backward
     # each operator's backward is one autograd node: it pays the fixed cost once, not twice
-    bwd = layers * launch_bound(c, (2 - lora) * t_kernels, opc.layer_forward_ops(m)) \
+    t_bwd = (2 - lora) * (t_kernels - t_attn) + layer_attention_backward_time_s(c, m, b, s, e, eager, tp, lora)
+    bwd = layers * launch_bound(c, t_bwd, opc.layer_forward_ops(m)) \
         + head_backward_time_s(c, m, tokens, e, tp, 2 - lora) + adapter_bwd
     # selective recomputation redoes only the attention core; "op" the GEMMs it did not save
     recompute = (rc == 2) * (layers * t_layer + adapter_fwd) \
-        + (rc == 1) * layers * layer_attention_time_s(c, m, b, s, e, eager, tp) \
+        + (rc == 1) * layers * t_attn \
         + (rc == 3) * layers * layer_op_recompute_time_s(c, m, b, s, e, eager, layer_weight_bytes, tp)
     act_bytes = tokens * m.hidden_size * e
     tp_comm = comm.tensor_parallel_comm_s(net, act_bytes, tp, layers, 2 + (rc == 2))

@@ -22,15 +22,21 @@ def test_the_probe_measures_every_fixed_cost_the_estimator_reads():
 
 
 def test_the_serving_engine_probe_times_transformers_own_iterations():
-    from llmdissect.micro.serve_engine import MANY, measure_serve_engine
+    from llmdissect.micro.serve_engine import DEEP, MANY, engine_costs, measure_serve_engine
 
     out = measure_serve_engine("cpu")
-    for key in ("serve_engine_step_s", "serve_engine_seq_s"):
+    for key in ("serve_engine_step_s", "serve_engine_layer_s", "serve_engine_seq_s"):
         assert key in FIXED_COST_KEYS and math.isfinite(out[key]) and out[key] >= 0, (key, out[key])
     for key in ("serve_iteration_1_s", f"serve_iteration_{MANY}_s", "serve_forward_1_s", f"serve_forward_{MANY}_s"):
         assert 0 < out[key] < 1, (key, out[key])
     # the engine's costs are what its iterations take beyond the forwards (never below 0)
-    assert out["serve_engine_step_s"] == pytest.approx(max(0.0, out["serve_iteration_1_s"] - out["serve_forward_1_s"]))
+    one = out["serve_iteration_1_s"] - out["serve_forward_1_s"]
+    assert out["serve_engine_step_s"] + 2 * out["serve_engine_layer_s"] == pytest.approx(max(0.0, one)) \
+        or out["serve_engine_step_s"] == 0
+    assert 0 <= out[f"serve_engine_{DEEP}_layers_s"] < 1
+    assert engine_costs(one, out[f"serve_iteration_{MANY}_s"] - out[f"serve_forward_{MANY}_s"],
+                        out[f"serve_engine_{DEEP}_layers_s"], 2) == {
+        k: out[k] for k in ("serve_engine_step_s", "serve_engine_layer_s", "serve_engine_seq_s")}
 
 
 def test_the_optimizer_probe_times_adamw_in_the_cache_as_the_passes_count_bytes():

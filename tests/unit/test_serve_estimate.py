@@ -230,3 +230,28 @@ def test_the_report_says_at_which_rates_the_simulation_stops_holding():
     found = departures([(runs[0], close), (runs[1], far)], "tiny-llama")
     assert len(found) == 1 and "unbounded (TTFT p50 +52%, TPOT p50 -25%)" in found[0] and "2 req/s" not in found[0]
     assert departures([(runs[0], close)], "tiny-llama") == []
+
+
+def test_the_engine_costs_from_two_depths_in_closed_form():
+    """An engine paying 0.2 ms an iteration and 0.05 ms a layer: 0.3 ms beyond the forward at
+    2 layers, 0.5 ms at 6; 8 sequences add 7 x 0.04 ms."""
+    from llmdissect.micro.serve_engine import DEEP, MANY, engine_costs
+
+    assert DEEP == 6 and MANY == 8
+    out = engine_costs(0.3e-3, 0.3e-3 + 7 * 0.04e-3, 0.5e-3, 2)
+    assert out["serve_engine_layer_s"] == pytest.approx(0.05e-3)
+    assert out["serve_engine_step_s"] == pytest.approx(0.2e-3)
+    assert out["serve_engine_seq_s"] == pytest.approx(0.04e-3)
+    # a deeper model that paid less (noise): no negative cost per layer, the whole cost per iteration
+    assert engine_costs(0.3e-3, 0.3e-3, 0.2e-3, 2) == {"serve_engine_step_s": pytest.approx(0.3e-3),
+                                                        "serve_engine_layer_s": 0.0, "serve_engine_seq_s": 0.0}
+
+
+def test_an_iteration_pays_the_engine_per_layer():
+    profile = {"cpu": {"peak_flops_per_s": {"fp32": 1e11}, "memory_bandwidth_bytes_per_s": 1e10,
+                       "op_fixed_s": 1e-5, "serve_engine_step_s": 2e-4, "serve_engine_seq_s": 4e-5}}
+    m = get_model("tiny-llama")
+    base = IterationTime(m, machine_for(resolve_platform("cpu"), "fp32", profile), 4, 1, 1e6, engine_measured=True)
+    profile["cpu"]["serve_engine_layer_s"] = 5e-5
+    deep = IterationTime(m, machine_for(resolve_platform("cpu"), "fp32", profile), 4, 1, 1e6, engine_measured=True)
+    assert deep(1, 64, 0, 0, 1) - base(1, 64, 0, 0, 1) == pytest.approx(m.num_layers * 5e-5)

@@ -181,8 +181,9 @@ def run_serve_estimate(r: EstimateRequest, calibration=None, model=None,
              + (" (the profile's)" if sched.num_blocks else " (what 90 % of the memory holds beside the weights)"),
              "iteration time: the calibrated step model (GEMMs at the batch's rows, attention over the "
              "contexts, fixed costs), plus the engine's own cost: "
-             + (f"{c.serve_engine_step_s * 1e3:.2f} ms an iteration and {c.serve_engine_seq_s * 1e3:.3f} ms a "
-                f"sequence (transformers' engine, measured by peak)" if engine_measured else
+             + (f"{c.serve_engine_step_s * 1e3:.2f} ms an iteration, {c.serve_engine_layer_s * 1e3:.3f} ms a layer "
+                f"and {c.serve_engine_seq_s * 1e3:.3f} ms a sequence (transformers' engine, measured by peak)"
+                if engine_measured else
                 f"{c.generate_step_s * 1e3:.2f} ms an iteration (generate's, measured by peak)"
                 if c.generate_step_s else "none measured (0)"), *thread_notes]
     return Estimate(mn.SERVE, config, metrics, notes)

@@ -47,6 +47,8 @@ class Ceilings:
     serve_engine_step_s: float = 0.0
     """What transformers' continuous-batching engine pays per iteration beyond the model
     (micro.serve_engine; 0 where not measured)."""
+    serve_engine_layer_s: float = 0.0
+    """... and per decoder layer of the model, per iteration (its paged cache's bookkeeping)."""
     serve_engine_seq_s: float = 0.0
     """... and per sequence in the iteration's batch."""
     cache_bytes: float = 0.0

@@ -11,9 +11,10 @@ sequences' new tokens side by side (prefill chunks and one token per decoding se
 
 with the same calibrated terms as `estimate infer` (layertime, roofline, ceilings). The
 engine's own cost (building the batch, sampling, handing tokens to requests) is, for
-transformers' engine, what `peak` measured of it (micro.serve_engine: per iteration and per
-sequence in the batch); else `generate_step_s` per iteration (generate's per-step cost outside
-the model, the closest measured stand-in), else 0; the estimate's notes say which.
+transformers' engine, what `peak` measured of it (micro.serve_engine: per iteration, per
+layer of the model and per sequence in the batch); else `generate_step_s` per iteration
+(generate's per-step cost outside the model, the closest measured stand-in), else 0; the
+estimate's notes say which.
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ class IterationTime:
         self.m, self.mach, self.e, self.tp, self.w = m, mach, e, tp, layer_weight_bytes
         c = mach.ceilings
         self.c = c
-        step = c.serve_engine_step_s if engine_measured else c.generate_step_s
+        step = c.serve_engine_step_s + m.num_layers * c.serve_engine_layer_s if engine_measured else c.generate_step_s
         self.per_seq = c.serve_engine_seq_s if engine_measured else 0.0
         self.fixed = c.forward_fixed_s + step
         self.kv_per_token = kvcache.kv_cache_bytes(m, 1, 1, e, tp)  # one position (MLA's latent is not split)

@@ -4,8 +4,9 @@ Starts `transformers serve` (or vLLM with `--engine vllm` where `make vllm` made
 environment) on tiny-llama as the quick suite does, sends the same load at each request rate
 of a sweep up to saturation, and simulates each measured run as `validate` does (its own send
 times, the scheduler settings the server ran with, this machine's calibration,
-measured by a quick `peak` with the serving engine's probe, as the quick suite runs it, first;
-`--no-peak` keeps the stored one). Prints measured against simulated TTFT p50, TPOT p50 and request
+measured by a quick `peak` with the serving engine's probe, as the quick suite runs it, first,
+into a temporary copy of the stored profile, which is left as it is; `--no-peak` uses the
+stored one). Prints measured against simulated TTFT p50, TPOT p50 and request
 throughput per rate, and each metric's median |error| over the rates; with `--rounds N` the
 sweep N times on the same server, each round's table, and per metric the min / median / max
 of the rounds' median |error| (on a shared machine one sweep can run in a slow stretch: the
@@ -18,7 +19,11 @@ Target (issue 18): each median |error| within 20 %.
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import statistics
+import tempfile
+from pathlib import Path
 
 import llmdissect.metric_names as mn
 from llmdissect.analysis.serve_estimate import estimate_measured_serve
@@ -45,9 +50,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--no-peak", action="store_true", help="keep the stored calibration")
     a = ap.parse_args()
+    state = None
     if not a.no_peak:  # the machine as it is now: its speed moves by 2x from minute to minute
         from llmdissect.micro.peak_launch import run_peak
 
+        # into a copy of the profile (its `bench ops` efficiencies kept), not the user's own
+        state = _private_state()
+        print(f"calibration: a quick peak into {state} (the stored profile is left as it is)")
         record, _ = run_peak(quick=True, min_time_s=0.2, progress=False, timeout_s=180, serve_engine=True)
         if record.status != "ok":
             raise SystemExit(f"peak: {record.error}")
@@ -60,10 +69,25 @@ def main() -> None:
                 medians[name].append(value)
     finally:
         server.stop()
+        if state is not None:
+            shutil.rmtree(state, ignore_errors=True)
     if a.rounds > 1:
         print(f"\nmedian |error| over the rates, min / median / max across {a.rounds} rounds: "
               + ", ".join(f"{name} {min(v):.0%} / {statistics.median(v):.0%} / {max(v):.0%}"
                           for name, v in medians.items()))
+
+
+def _private_state() -> Path:
+    """A temporary state folder holding a copy of the calibration profile, made this
+    process's (and its children's) LLMDISSECT_HOME."""
+    from llmdissect.paths import HOME_ENV, calibration_path
+
+    source = calibration_path()
+    state = Path(tempfile.mkdtemp(prefix="serve-fidelity-"))
+    if source.exists():
+        shutil.copy(source, state / source.name)
+    os.environ[HOME_ENV] = str(state)
+    return state
 
 
 def sweep(a, server, threads: int, title: str) -> dict[str, float]:

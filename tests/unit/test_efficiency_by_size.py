@@ -111,7 +111,7 @@ def test_attention_by_length_forward_and_backward():
     assert layer_attention_time_s(c, m, 2, 256, 4, 0) == pytest.approx(flops / (PEAK * 0.1))  # the class
     # the backward's four products (twice the FLOPs) at its own rate, frozen weights or not
     for frozen in (0, 1):
-        assert layer_attention_backward_time_s(c, m, 2, 256, 4, 0, frozen=frozen) == pytest.approx(
+        assert layer_attention_backward_time_s(c, m, 2, 256, 4, 0, 1.0, frozen=frozen) == pytest.approx(
             2 * flops / (PEAK * 0.25))
     eager = opc.attention_flops(2, 256, m.num_heads, m.head_dim, causal=0)
     scores = opc.eager_scores_bytes(2, 256, m.num_heads, 4)
@@ -120,7 +120,9 @@ def test_attention_by_length_forward_and_backward():
     # no backward curve: (2 - frozen) x the forward, as the layer's other kernels
     c = Ceilings(PEAK, 1e30, {"gemm": 0.5, "attention": 0.1, "memory": 0.5},
                  attention_efficiency_by_seq=curves["attention_efficiency_by_seq"])
-    assert layer_attention_backward_time_s(c, m, 2, 256, 4, 0, frozen=1) == pytest.approx(flops / (PEAK * 0.4))
+    fwd = layer_attention_time_s(c, m, 2, 256, 4, 0, by_length=True)
+    assert fwd == pytest.approx(flops / (PEAK * 0.4))
+    assert layer_attention_backward_time_s(c, m, 2, 256, 4, 0, fwd, frozen=1) == pytest.approx(fwd)
 
 
 def test_a_training_step_without_curves_is_unchanged_by_them_being_possible():
@@ -132,4 +134,4 @@ def test_a_training_step_without_curves_is_unchanged_by_them_being_possible():
     m = get_model("tiny-llama")
     c = Ceilings(PEAK, DRAM, {"gemm": 0.5, "attention": 0.1, "memory": 0.5})
     fwd = layer_attention_time_s(c, m, 2, 128, 4, 0, by_length=True)
-    assert layer_attention_backward_time_s(c, m, 2, 128, 4, 0) == pytest.approx(2 * fwd)
+    assert layer_attention_backward_time_s(c, m, 2, 128, 4, 0, fwd) == pytest.approx(2 * fwd)

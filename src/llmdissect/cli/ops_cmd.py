@@ -46,7 +46,8 @@ def show(record) -> None:
 
 
 def ops(model: str = typer.Option("tiny-llama", "--model", help="Preset, model TOML, config.json or folder."),
-        tokens: int = typer.Option(512, "--tokens", help="Tokens through the layer (batch x sequence)."),
+        tokens: int = typer.Option(512, "--tokens", help="Tokens through the layer (batch x sequence); RMSNorm, "
+                                  "RoPE and SwiGLU are also timed at a quarter and 8x it (at most 4096)."),
         passes: str = typer.Option("both", "--pass", help="fwd | bwd | both."),
         dtype: str = typer.Option("fp32", "--dtype", help="fp32 | bf16 | fp16."),
         seqs: Optional[str] = typer.Option(None, "--seqs", help="Attention sequence lengths, e.g. 128,512 "

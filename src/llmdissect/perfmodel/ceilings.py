@@ -159,11 +159,9 @@ def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None =
     if shared > 1:
         sources["sharing"] = f"{shared} processes share one CPU: 1/{shared} of its peak and bandwidth each"
     fixed = _fixed_costs(hw.kind, section if applies else None, sources)
-    curve = tuple(tuple(map(float, pt)) for pt in ((section or {}).get("gemm_efficiency_by_flops") or ())
-                  if applies and len(pt) == 2 and 0 < pt[1] <= 1)
-    experts, attention, attention_bwd, memory = (_size_curve(section if applies else None, key) for key in (
-        "experts_efficiency_by_rows", "attention_efficiency_by_seq", "attention_bwd_efficiency_by_seq",
-        "memory_efficiency_by_tokens"))
+    curve, experts, attention, attention_bwd, memory = (_size_curve(section if applies else None, key) for key in (
+        "gemm_efficiency_by_flops", "experts_efficiency_by_rows", "attention_efficiency_by_seq",
+        "attention_bwd_efficiency_by_seq", "memory_efficiency_by_tokens"))
     cache = (section or {}).get("last_level_cache_bytes") if applies and hw.kind == "cpu" else None
     cache = float(cache) / shared if isinstance(cache, (int, float)) and cache > 0 else 0.0
     grid = _gemm_grid((section or {}).get("gemm_efficiency_by_shape") if applies else None, dtype, sources)

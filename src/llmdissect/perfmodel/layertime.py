@@ -143,13 +143,13 @@ def _fused(eager) -> bool:
     return isinstance(eager, (int, bool)) and not eager
 
 
-def layer_attention_backward_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, tp=1, frozen=0):
+def layer_attention_backward_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, forward_s, tp=1, frozen=0):
     """The attention core's backward: a fused kernel's four products (twice the forward's
     FLOPs) at the backward efficiency measured at length s (attention_bwd_efficiency_by_seq),
     whatever is frozen (attention has no weights: dQ, dK and dV are always computed); where
-    not measured, (2 - frozen) x the forward, as the rest of the layer."""
+    not measured, (2 - frozen) x its forward's time `forward_s`, as the rest of the layer."""
     if not (c.attention_bwd_efficiency_by_seq and _fused(eager)):
-        return (2 - frozen) * layer_attention_time_s(c, m, b, s, e, eager, tp, by_length=True)
+        return (2 - frozen) * forward_s
     cost = opc.attention(b, s, m.num_heads, m.num_kv_heads, m.head_dim, e, "bwd")
     return attention_time_s(c, cost.flops / tp, cost.bytes / tp, s, backward=True)
 

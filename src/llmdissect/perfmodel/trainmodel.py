@@ -111,7 +111,7 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     # backward: activation gradients (1x forward) + weight gradients (1x) unless the base is frozen;
     # the attention core's at its own measured rate where bench ops timed its backward
     # each operator's backward is one autograd node: it pays the fixed cost once, not twice
-    t_bwd = (2 - lora) * (t_kernels - t_attn) + layer_attention_backward_time_s(c, m, b, s, e, eager, tp, lora)
+    t_bwd = (2 - lora) * (t_kernels - t_attn) + layer_attention_backward_time_s(c, m, b, s, e, eager, t_attn, tp, lora)
     bwd = layers * launch_bound(c, t_bwd, opc.layer_forward_ops(m)) \
         + head_backward_time_s(c, m, tokens, e, tp, 2 - lora) + adapter_bwd
     # selective recomputation redoes only the attention core; "op" the GEMMs it did not save

@@ -12,6 +12,8 @@ PUBLISHED = {"llama2-7b": 6_738_415_616, "llama2-13b": 13_015_864_320, "llama2-7
              "llama3-8b": 8_030_261_248, "llama3-70b": 70_553_706_496, "mistral-7b": 7_241_732_096}
 # Rounded totals and active counts the model cards publish (DeepSeek-V3's 671B is without its
 # MTP module; gpt-oss's 3.6B active leaves out the input embedding).
+# Qwen2.5's model cards: "Number of Parameters: 7.61B" (huggingface.co/Qwen/Qwen2.5-7B).
+PUBLISHED_DENSE_BILLIONS = {"qwen2.5-7b": 7.61}
 PUBLISHED_MOE_BILLIONS = {"mixtral-8x7b": (46.7, 12.9), "qwen3-30b-a3b": (30.5, 3.3), "deepseek-v3": (671, 37),
                           "olmoe-1b-7b": (6.9, 1.3), "gpt-oss-20b": (20.9, 3.6)}
 
@@ -45,6 +47,17 @@ def test_moe_counts_match_model_cards(name, billions):
     assert counted / 1e9 == pytest.approx(active, rel=0.02)
 
 
+@pytest.mark.parametrize("name,billions", sorted(PUBLISHED_DENSE_BILLIONS.items()))
+def test_dense_counts_match_model_cards(name, billions):
+    assert get_model(name).params / 1e9 == pytest.approx(billions, rel=0.01)
+
+
+def test_qwen2_biases_are_on_q_k_v_only():
+    m = get_model("qwen2.5-7b")
+    h, kv = m.hidden_size, m.kv_dim
+    assert m.params_attention_per_layer == 2 * h * h + 2 * h * kv + (h + 2 * kv)
+
+
 @pytest.mark.parametrize("name,count", sorted(PUBLISHED.items()))
 def test_params_match_published_counts(name, count):
     assert get_model(name).params == count
@@ -59,7 +72,7 @@ def test_small_presets_sizes():
 
 def test_new_presets_cite_their_config():
     for name in ("mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3", "gpt-oss-20b", "olmoe-1b-7b", "qwen3-8b",
-                 "gemma3-12b", "llama3.1-405b"):
+                 "gemma3-12b", "llama3.1-405b", "qwen2.5-7b", "qwen2.5-32b"):
         assert get_model(name).source_url.startswith("https://huggingface.co/")
         assert get_model(name).source_url.endswith("/config.json")
 
@@ -72,7 +85,7 @@ def test_sliding_window_layers():
 
 
 @pytest.mark.parametrize("name", ["tiny-moe", "tiny-mla", "gemma3-12b", "gpt-oss-20b", "mixtral-8x7b", "olmoe-1b-7b",
-                                  "qwen3-8b"])
+                                  "qwen3-8b", "qwen2.5-7b"])
 def test_new_families_config_json_roundtrip(name, tmp_path: Path):
     spec = get_model(name)
     spec.hf_config().save_pretrained(tmp_path)  # transformers' own spelling of the config

@@ -6,20 +6,24 @@ The dense Llama family (llama, mistral) is the base; the others add to it:
   shared experts and dense first layers);
 - multi-head latent attention (MLA, DeepSeek-V2/V3): low-rank q and kv projections;
 - sliding-window layers: gemma3_text (5 local : 1 global), gpt_oss (alternating);
-- per-head q/k RMSNorm: qwen3, qwen3_moe, gemma3_text (per head), olmoe (whole width).
+- per-head q/k RMSNorm: qwen3, qwen3_moe, gemma3_text (per head), olmoe (whole width);
+- biases on q, k and v but not on o: qwen2 (Qwen2 and Qwen2.5), always.
 """
 from __future__ import annotations
 
 from typing import Any
 
 MOE_TYPES = ("mixtral", "qwen3_moe", "olmoe", "gpt_oss", "deepseek_v3")
-DENSE_TYPES = ("llama", "mistral", "qwen3", "gemma3_text")
-ARCHITECTURES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen3": "Qwen3ForCausalLM",
+DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma3_text")
+ARCHITECTURES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+                 "qwen3": "Qwen3ForCausalLM",
                  "gemma3_text": "Gemma3ForCausalLM", "mixtral": "MixtralForCausalLM",
                  "qwen3_moe": "Qwen3MoeForCausalLM", "olmoe": "OlmoeForCausalLM", "gpt_oss": "GptOssForCausalLM",
                  "deepseek_v3": "DeepseekV3ForCausalLM"}
 QK_NORM = {"qwen3": "head", "qwen3_moe": "head", "gemma3_text": "head", "olmoe": "width"}
 """Where q_norm/k_norm apply: one weight of head_dim ("head") or of the whole q/kv width."""
+QKV_BIAS_ONLY = ("qwen2",)
+"""Families whose q, k and v projections carry biases and whose o projection does not."""
 NORMS_PER_LAYER = {"gemma3_text": 4}
 """RMSNorms around attention and MLP: Gemma 3 adds pre- and post-feedforward norms."""
 
@@ -96,4 +100,6 @@ def hf_extra_fields(spec) -> dict[str, Any]:
         d["layer_types"] = layer_types(spec.num_layers, spec.sliding_window_pattern)
     if t in ("qwen3", "qwen3_moe"):
         d.update(attention_bias=False)
+    if t == "qwen2" and not spec.sliding_window:
+        d.update(use_sliding_window=False)
     return d

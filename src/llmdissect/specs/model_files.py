@@ -73,7 +73,7 @@ def from_hf_config(path: Path) -> ModelSpec:
             rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-5)),
             rope_theta=float(rope),
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", model_type == "gemma3_text")),
-            attention_bias=bool(cfg.get("attention_bias", model_type == "gpt_oss")),
+            attention_bias=bool(cfg.get("attention_bias", model_type in ("gpt_oss", *fam.QKV_BIAS_ONLY))),
             mlp_bias=bool(cfg.get("mlp_bias", False)),
             sliding_window=window,
             source_url=str(path),

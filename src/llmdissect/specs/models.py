@@ -97,6 +97,9 @@ class ModelSpec:
                             f"qk_rope_head_dim, v_head_dim all positive) is deepseek_v3's alone ({src})")
         if self.model_type == "gpt_oss" and not self.attention_bias:
             raise UserError(f"model {self.name!r}: gpt_oss projections always have biases (attention_bias) ({src})")
+        if self.model_type in fam.QKV_BIAS_ONLY and not self.attention_bias:
+            raise UserError(f"model {self.name!r}: {self.model_type} q, k, v projections always have biases "
+                            f"(attention_bias) ({src})")
         if self.sliding_window_pattern and not self.sliding_window:
             raise UserError(f"model {self.name!r}: sliding_window_pattern needs sliding_window ({src})")
 
@@ -174,7 +177,8 @@ class ModelSpec:
             return sum(k * n for k, n in self.mla_gemm_shapes())
         h = self.hidden_size
         weights = h * self.q_dim + 2 * h * self.kv_dim + self.q_dim * h
-        biases = (self.q_dim + 2 * self.kv_dim + h) if self.attention_bias else 0
+        o_bias = 0 if self.model_type in fam.QKV_BIAS_ONLY else h
+        biases = (self.q_dim + 2 * self.kv_dim + o_bias) if self.attention_bias else 0
         return weights + biases
 
     def _mlp_params(self, f: int, bias: bool) -> int:

@@ -10,7 +10,8 @@ from llmdissect.specs import get_model
 
 pytestmark = pytest.mark.slow  # builds a small model per family (about a second each)
 
-PRESETS = {"llama": "llama2-7b", "mistral": "mistral-7b", "qwen2": "qwen2.5-7b", "qwen3": "qwen3-8b", "mixtral": "mixtral-8x7b",
+PRESETS = {"llama": "llama2-7b", "mistral": "mistral-7b", "qwen2": "qwen2.5-7b", "qwen3": "qwen3-8b",
+           "mixtral": "mixtral-8x7b",
            "qwen3_moe": "qwen3-30b-a3b", "olmoe": "olmoe-1b-7b", "deepseek_v3": "deepseek-v3",
            "gpt_oss": "gpt-oss-20b"}
 

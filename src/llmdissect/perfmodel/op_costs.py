@@ -38,11 +38,13 @@ LAYER_FORWARD_OPS = ("rmsnorm", "q_proj", "k_proj", "v_proj", "rope", "attention
 # layer's forward runs in transformers 5.x, counted by torch.profiler on each family's layer
 # (tests/integration/test_layer_op_counts.py recounts them): (dense layer, MoE layer). The
 # table's 14 operators above stand for Llama's 53; another family's layer pays its fixed
-# cost in proportion. Qwen2's biases ride in its projections' own calls; Qwen3 adds q/k norms; a MoE layer its router, top-k, dispatch and
-# grouped expert calls (transformers' default grouped_mm: the same count for any tokens);
-# latent attention its down/up projections, their norms and the split of rope dimensions.
-LAYER_ATEN_OPS = {"llama": (53, 0), "mistral": (53, 0), "qwen2": (53, 0), "qwen3": (69, 0), "mixtral": (0, 84),
-                  "qwen3_moe": (0, 100), "olmoe": (0, 98), "deepseek_v3": (87, 141), "gpt_oss": (0, 108)}
+# cost in proportion. Qwen2's biases ride in its projections' own calls; Qwen3 adds q/k
+# norms; a MoE layer its router, top-k, dispatch and grouped expert calls (transformers'
+# default grouped_mm: the same count for any tokens); latent attention its down/up
+# projections, their norms and the split of rope dimensions.
+LAYER_ATEN_OPS = {"llama": (53, 0), "mistral": (53, 0), "qwen2": (53, 0), "qwen3": (69, 0),
+                  "mixtral": (0, 84), "qwen3_moe": (0, 100), "olmoe": (0, 98), "deepseek_v3": (87, 141),
+                  "gpt_oss": (0, 108)}
 LLAMA_LAYER_ATEN_OPS = 53
 # Outside the layers: the embedding lookup before them; the final norm and the head after.
 MODEL_EDGE_OPS = ("embedding", "rmsnorm", "lm_head")

@@ -15,7 +15,7 @@ from typing import Any
 import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 from llmdissect.perfmodel.comm import Network, default_latency_s
-from llmdissect.perfmodel.defaults import DEFAULT_EFFICIENCY, OP_FIXED_S_GPU, assumptions_for
+from llmdissect.perfmodel.defaults import DEFAULT_EFFICIENCY, OP_FIXED_S_GPU, assumptions_for, efficiency_for
 from llmdissect.perfmodel.roofline import Ceilings
 from llmdissect.specs.hardware import HardwareSpec, Platform
 
@@ -136,7 +136,8 @@ def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None =
     profile = profile or {}
     section = _profile_section(hw, profile, explicit)
     applies = section is not None
-    eff, sources = dict(DEFAULT_EFFICIENCY), {"efficiency": "defaults"}
+    eff = efficiency_for(hw.architecture) if hw.kind == "gpu" else dict(DEFAULT_EFFICIENCY)
+    sources = {"efficiency": "defaults"}
     if hw.efficiency:
         eff.update(hw.efficiency)
         sources["efficiency"] = "hardware spec"

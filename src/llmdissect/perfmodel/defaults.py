@@ -26,6 +26,35 @@ DEFAULT_EFFICIENCY: dict[str, float] = {
     "host_link": 0.80,   # fraction of the PCIe bandwidth reached by offload copies
 }
 
+# What differs by GPU architecture, where a source measured it (a hardware TOML's
+# `[efficiency]` or a calibration profile wins over these):
+# - gemm: the best bf16 matmul PyTorch reaches, as a fraction of the datasheet's dense peak
+#   (MAMF, "Maximum Achievable Matmul FLOPS", a brute-force search over shapes; S. Bekman,
+#   ml-engineering, compute/accelerator/README.md, BF16 table: A100 SXM 271.2 of 312 = 86.9 %,
+#   H100 SXM 794.5 of 989 = 80.3 % ("H200 is the same"), B200 SXM 1745 of 2250 = 77.6 %).
+#   DEFAULT_EFFICIENCY's gemm is the Ampere figure (the published set's A100 points hold it
+#   within 7 %); another architecture's is it times that architecture's MAMF over the A100's.
+# - attention: the flash kernels PyTorch frameworks run (SDPA's flash backend, transformers'
+#   flash_attention_2) are FlashAttention-2's, written for Ampere: "FlashAttention-2 achieving
+#   only 35% utilization on the H100 GPU" (FlashAttention-3, arXiv 2407.08608, abstract), where
+#   it reaches 50-73 % on an A100 (arXiv 2307.08691). FlashAttention-3 and cuDNN's fused
+#   attention reach up to 75 % on Hopper: a user who runs them says so in a hardware TOML.
+GEMM_MAMF_FRACTION: dict[str, float] = {"ampere": 0.869, "hopper": 0.803, "blackwell": 0.776}
+GEMM_REFERENCE_ARCHITECTURE = "ampere"
+ATTENTION_EFFICIENCY_BY_ARCHITECTURE: dict[str, float] = {"hopper": 0.35}
+
+
+def efficiency_for(architecture: str | None) -> dict[str, float]:
+    """DEFAULT_EFFICIENCY with what differs on a GPU of `architecture` (see above)."""
+    arch = (architecture or "").lower()
+    eff = dict(DEFAULT_EFFICIENCY)
+    fraction = GEMM_MAMF_FRACTION.get(arch)
+    if fraction is not None:
+        eff["gemm"] = DEFAULT_EFFICIENCY["gemm"] * fraction / GEMM_MAMF_FRACTION[GEMM_REFERENCE_ARCHITECTURE]
+    eff["attention"] = ATTENTION_EFFICIENCY_BY_ARCHITECTURE.get(arch, eff["attention"])
+    return eff
+
+
 # Latency of a collective: a fixed cost per call plus a small cost per ring step, in
 # seconds, per link kind: (base_s, per_step_s). GPU links take NCCL's own tuning model
 # (NVIDIA/nccl src/graph/tuning.cc, ncclTopoTuneModel: latency = baseLat + nsteps x hwLat;

@@ -63,9 +63,32 @@ def test_without_estimate_options_a_point_says_why(tmp_path, extra, fragment):
     assert o.predicted is None and o.reason == (p.missing or "no estimate options")
 
 
-def test_serving_metrics_are_listed_not_predicted(tmp_path):
-    (p,) = load_points(folder=_write(tmp_path, _point(metric="requests_per_s")))
-    assert "serving" in predict(p).reason
+SERVE = """
+[point.estimate]
+kind = "serve"
+model = "llama2-7b"
+hardware = "a100"
+dtype = "fp16"
+input_len = 128
+output_len = 128
+num_prompts = 64
+max_concurrency = 16
+profile = "vllm"
+"""
+
+
+def test_a_serving_point_is_simulated_from_the_catalogue(tmp_path):
+    (p,) = load_points(folder=_write(tmp_path, _point(metric="requests_per_s", value=1.0, extra=SERVE)))
+    o = predict(p)
+    assert o.reason == "" and o.predicted > 0 and o.fits is None
+    # 16 requests in flight each wait at least 128 decode steps, and a step of 16 sequences
+    # reads the 13.5 GB of fp16 weights at no more than the 2.04 TB/s datasheet bandwidth
+    assert o.predicted < 16 / (128 * 6.74e9 * 2 / 2.039e12)
+
+
+def test_a_metric_the_serving_run_has_not_is_a_reason(tmp_path):
+    (p,) = load_points(folder=_write(tmp_path, _point(metric="mfu", value=0.5, extra=SERVE)))
+    assert "no model of mfu for serve points" in predict(p).reason
 
 
 def test_an_option_the_estimator_rejects_is_a_reason_not_a_crash(tmp_path):

@@ -102,10 +102,13 @@ def _cpu_threads_machine(mach, profile_data: dict[str, Any], threads: int, notes
 
 
 def run_serve_estimate(r: EstimateRequest, calibration=None, model=None,
-                       offsets: list[float] | None = None, cpu_threads: int | None = None) -> Estimate:
+                       offsets: list[float] | None = None, cpu_threads: int | None = None,
+                       profile: dict[str, Any] | None = None) -> Estimate:
     """The simulated serving run of request `r` (kind serve), as an Estimate; `offsets`: the
     send times to replay (a measured run's own), instead of drawing or reading them;
-    `cpu_threads`: the threads a CPU server runs with (_cpu_threads_machine)."""
+    `cpu_threads`: the threads a CPU server runs with (_cpu_threads_machine); `profile`: a
+    calibration profile to use instead of loading one ({}: the hardware catalogue alone, as
+    `validate --published` asks)."""
     from llmdissect.calibration_profile import load_profile
     from llmdissect.dtypes import dtype_bytes
     from llmdissect.perfmodel import weights as wt
@@ -121,7 +124,7 @@ def run_serve_estimate(r: EstimateRequest, calibration=None, model=None,
     if platform.num_devices % replicas or (platform.num_devices // replicas) % r.tp:
         raise UserError(f"{platform.num_devices} devices do not split into {replicas} replica(s) of --tp {r.tp}")
     dtype = r.dtype or ("fp32" if platform.device.kind == "cpu" else "bf16")
-    profile_data = load_profile(calibration, required=calibration is not None)
+    profile_data = profile if profile is not None else load_profile(calibration, required=calibration is not None)
     mach = machine_for(platform, dtype, profile_data, explicit=calibration is not None)
     if mach.ceilings is None:
         raise UserError(f"no time estimate for {platform.device.name}: its peaks are unknown (run `llmdissect peak`)")

@@ -28,7 +28,13 @@ ESTIMATE_PATH: dict[str, tuple[str, ...]] = {
     "decode_tokens_per_s": (mn.DECODE_TOKENS_PER_S,),
     "prefill_tokens_per_s": (mn.PREFILL_TOKENS_PER_S,),
 }
-"""Where each published metric sits in an estimate's metrics; `requests_per_s` is serving's."""
+"""Where each published metric sits in an estimate's metrics."""
+SERVE_PATH: dict[str, tuple[str, ...]] = {
+    "requests_per_s": (mn.REQUEST_THROUGHPUT_PER_S,),
+    "tokens_per_s": (mn.OUTPUT_TOKENS_PER_S,),
+}
+"""... and in a simulated serving run's (analysis.serve_estimate): a serving benchmark's
+tokens/s counts the generated tokens."""
 
 BANDS = (1.25, 1.5)
 
@@ -83,20 +89,26 @@ def predict(point: PublishedPoint) -> Outcome:
 
     if point.estimate is None:
         return Outcome(point, reason=point.missing or "no estimate options")
-    path = ESTIMATE_PATH.get(point.metric)
-    if path is None:
-        return Outcome(point, reason=f"the estimator has no model of {point.metric} (serving)")
     options = dict(point.estimate)
     kind = options.pop("kind", None)
+    path = (SERVE_PATH if kind == mn.SERVE else ESTIMATE_PATH).get(point.metric)
+    if path is None:
+        return Outcome(point, reason=f"the estimator has no model of {point.metric} for {kind} points")
     try:
         request = estimate_request(str(kind), **options)
-        est = estimate_for(request, _model(point, request.model), {})
+        if request.kind == mn.SERVE:
+            from llmdissect.analysis.serve_estimate import run_serve_estimate
+
+            est = run_serve_estimate(request, model=_model(point, request.model), profile={})
+        else:
+            est = estimate_for(request, _model(point, request.model), {})
     except UserError as e:
         return Outcome(point, reason=f"the estimator rejects it: {e}")
     predicted = _lookup(est.metrics, path)
     if predicted is None or predicted <= 0:
         return Outcome(point, reason=f"the estimate has no {point.metric}")
-    return Outcome(point, predicted=predicted, mfu=_lookup(est.metrics, (mn.MFU,)), fits=est.fits)
+    fits = est.fits if mn.FITS in est.metrics else None  # a simulated serving run ran: it fit
+    return Outcome(point, predicted=predicted, mfu=_lookup(est.metrics, (mn.MFU,)), fits=fits)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ def test_the_probe_measures_every_fixed_cost_the_estimator_reads():
     assert out["forward_one_token_s"] > out["layer_forward_s"]
     # the per-operator cost is the layer time split over its operators (floats: not bit-exact)
     assert out["op_fixed_s"] * out["layer_ops"] == pytest.approx(out["layer_forward_s"], rel=1e-12)
+    # the cache's update is what the layer took beyond its uncached forward (never below 0)
+    assert out["cache_update_s"] == pytest.approx(max(0.0, out["layer_forward_cached_s"] - out["layer_forward_s"]))
 
 
 def test_the_serving_engine_probe_times_transformers_own_iterations():

@@ -49,6 +49,27 @@ def test_tpot_at_vanishing_rooflines_is_the_sum_of_the_fixed_costs():
     assert t["ttft_s"] == pytest.approx(6 * 14 * 50e-6 + 1e-3 + 2e-3, rel=1e-6)
 
 
+def test_inference_layers_pay_their_cache_update_and_training_layers_do_not():
+    m = get_model("tiny-llama")
+    plat = resolve_platform("cpu")
+    mach = machine_for(plat, "fp32", {"cpu": {**HUGE, "cache_update_s": 40e-6}})
+    t = estimate_infer(InferSetup(model=m, platform=plat, batch=1, input_len=16, output_len=8, dtype="fp32"),
+                       mach).metrics["time"]
+    # each of the 6 layers updates its KV cache once per forward, the prompt's and each step's
+    assert t["tpot_s"] == pytest.approx(6 * (14 * 50e-6 + 40e-6) + 1e-3 + 0.5e-3, rel=1e-6)
+    assert t["ttft_s"] == pytest.approx(6 * (14 * 50e-6 + 40e-6) + 1e-3 + 2e-3, rel=1e-6)
+    train = estimate_train(TrainSetup(kind="pretrain", model=m, platform=plat, micro_batch=1, seq=16, dtype="fp32"),
+                           mach).metrics["time"]
+    assert train["forward_s"] == pytest.approx(6 * 14 * 50e-6 + 1e-3 + 2 * len(opc.LOSS_OPS) * 50e-6, rel=1e-6)
+
+
+def test_on_a_gpu_the_cache_update_hides_behind_long_kernels():
+    c = Ceilings(1e30, 1e30, {"gemm": 1, "attention": 1, "memory": 1}, op_fixed_s=5e-6, cache_update_s=20e-6,
+                 asynchronous=True)
+    assert lt.launch_bound(c, 1e-3, 14, c.cache_update_s) == 1e-3  # 90 us of launches under 1 ms of kernels
+    assert lt.launch_bound(c, 10e-6, 14, c.cache_update_s) == pytest.approx(14 * 5e-6 + 20e-6)
+
+
 def test_backward_pays_each_operators_fixed_cost_once():
     m = get_model("tiny-llama")
     plat = resolve_platform("cpu")

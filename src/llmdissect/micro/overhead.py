@@ -5,9 +5,13 @@
   one `debug-llama` decoder layer for one token, whose weights (185 KB) sit in the caches so
   that its roofline time is a few microseconds, divided by the operators the layer runs in
   the operator table (`perfmodel.op_costs.LAYER_FORWARD_OPS`).
+- `cache_update_s`: what a decoder layer's inference forward pays to update its KV cache
+  beyond the bytes it appends (transformers' cache object, the concatenation's dispatch):
+  the same layer's one-token forward with a cache of PROMPT_TOKENS positions (cut back to
+  them after each call) minus it without one.
 - `forward_fixed_s`: what one forward of the model pays outside its layers (attention-mask
-  and rotary set-up, embedding, final norm, head, cache bookkeeping): the one-token forward
-  of `debug-llama` minus its layers.
+  and rotary set-up, embedding, final norm, head): the one-token forward of `debug-llama`
+  minus its layers, each with its cache's update.
 - `generate_call_s`: what one `generate` call pays before its first token beyond the
   prompt's forward (generation config, logits processors, cache set-up, the first pick):
   a one-token `generate` minus the prompt's forward.
@@ -81,10 +85,19 @@ def measure_overheads(device: str, min_time_s: float = 0.2, seed: int = 0) -> di
         def layer_forward() -> None:
             layer(hidden, position_embeddings=rotary, position_ids=position)
 
+        at = torch.tensor([PROMPT_TOKENS], device=device)
+        at_rotary = model.model.rotary_emb(hidden, at.view(1, 1))
+
+        def layer_forward_cached() -> None:  # the layer appends to its cache; cut back after
+            layer(hidden, position_embeddings=at_rotary, position_ids=at.view(1, 1), past_key_values=cache,
+                  use_cache=True, cache_position=at)
+            cache.layers[0].crop(-1)
+
         def generate(tokens: int) -> None:
             model.generate(prompt, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=0)
 
         t_layer = timed_s(layer_forward, device, min_time_s)
+        t_layer_cached = timed_s(layer_forward_cached, device, min_time_s)
         t_forward = timed_s(forward_one_token, device, min_time_s)
         t_generate = timed_s(lambda: generate(GENERATE_TOKENS), device, min_time_s)
         t_first = timed_s(lambda: generate(1), device, min_time_s)
@@ -93,9 +106,11 @@ def measure_overheads(device: str, min_time_s: float = 0.2, seed: int = 0) -> di
     # generate = set-up + prefill + first pick, then GENERATE_TOKENS - 1 decode steps
     per_step = (t_generate - t_first) / (GENERATE_TOKENS - 1)
     # what one forward pays outside its layers (mask and rotary set-up, embedding, final
-    # norm, head, cache bookkeeping), whatever the model's size
-    outside = max(0.0, t_forward - spec.num_layers * t_layer)
+    # norm, head), whatever the model's size; each of its layers updates its cache
+    cache_update = max(0.0, t_layer_cached - t_layer)
+    outside = max(0.0, t_forward - spec.num_layers * (t_layer + cache_update))
     return {"op_fixed_s": t_layer / len(LAYER_FORWARD_OPS), "forward_fixed_s": outside,
+            "cache_update_s": cache_update, "layer_forward_cached_s": t_layer_cached,
             "generate_step_s": max(0.0, per_step - t_forward),
             "generate_call_s": max(0.0, t_first - t_prefill), "optimizer_tensor_s": t_optimizer / OPTIMIZER_TENSORS,
             "layer_forward_s": t_layer,

@@ -53,7 +53,8 @@ def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp,
     `layer_weights` is the bytes of one decoder layer's (possibly quantized) weights;
     `concat` 1 for a cache that appends by concatenation (transformers' dynamic), 0 in place."""
     c, net = mach.ceilings, mach.network
-    prefill = (m.num_layers * layer_forward_time_s(c, m, b, n_in, e, eager, layer_weights, tp, by_length=True)
+    prefill = (m.num_layers * layer_forward_time_s(c, m, b, n_in, e, eager, layer_weights, tp, by_length=True,
+                                                   with_cache=True)
                + head_forward_time_s(c, m, b, e, tp, with_loss=0)
                + comm.tensor_parallel_comm_s(net, b * n_in * m.hidden_size * e, tp, m.num_layers, 1)
                + c.generate_call_s)  # generate's set-up and the first token's pick
@@ -68,10 +69,11 @@ def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp,
     head = head_forward_time_s(c, m, b, e, tp, with_loss=0)
     # a concatenating cache rewrites itself to append the step's keys and values
     append = concat * memory_time_s(c, kvcache.cache_append_bytes(m, b, ctx, e, tp))
-    # every layer's operators pay their fixed cost again for each new token (launched while the
-    # kernels run on a GPU: the longer of the two), as does generate's own loop
+    # every layer's operators pay their fixed cost again for each new token, and its cache's
+    # update (launched while the kernels run on a GPU: the longer of the two), as does
+    # generate's own loop
     kernels = gemm + attn + append + m.num_layers * layer_elementwise_time_s(c, m, b, e, tp)
-    layers = m.num_layers * launch_bound(c, kernels / m.num_layers, layer_forward_ops(m))
+    layers = m.num_layers * launch_bound(c, kernels / m.num_layers, layer_forward_ops(m), c.cache_update_s)
     tp_comm = comm.tensor_parallel_comm_s(net, b * m.hidden_size * e, tp, m.num_layers, 1)
     tpot = layers + head + c.generate_step_s + tp_comm
     e2e = prefill + (n_out - 1) * tpot

@@ -208,12 +208,13 @@ def layer_adapter_time_s(c: Ceilings, m: ModelSpec, tokens, e, rank, targets, dr
     return total
 
 
-def launch_bound(c: Ceilings, kernels_s, ops):
+def launch_bound(c: Ceilings, kernels_s, ops, extra_fixed_s=0.0):
     """A run of `ops` operators whose kernels take `kernels_s` in all, each costing the fixed
-    `op_fixed_s` to launch: on a CPU the sum (the calling thread does both); on a GPU the
-    longer of the two, as the host queues kernels while earlier ones run (a layer of small
-    kernels is launch-bound, a layer of large ones hides its launches)."""
-    fixed = ops * c.op_fixed_s
+    `op_fixed_s` to launch (plus `extra_fixed_s` of host work: a KV cache's update): on a CPU
+    the sum (the calling thread does both); on a GPU the longer of the two, as the host queues
+    kernels while earlier ones run (a layer of small kernels is launch-bound, a layer of large
+    ones hides its launches)."""
+    fixed = ops * c.op_fixed_s + extra_fixed_s
     if c.asynchronous:
         return kernels_s + (fixed - kernels_s) * (fixed > kernels_s)
     return kernels_s + fixed
@@ -228,10 +229,12 @@ def layer_kernels_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes
             + layer_elementwise_time_s(c, m, tokens, e, tp))
 
 
-def layer_forward_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1, by_length=False):
-    """One layer's forward: its kernels and the fixed cost of each of its operators (launch_bound)."""
+def layer_forward_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1, by_length=False,
+                         with_cache=False):
+    """One layer's forward: its kernels and the fixed cost of each of its operators (launch_bound);
+    `with_cache`: an inference forward, which also updates the layer's KV cache (`cache_update_s`)."""
     return launch_bound(c, layer_kernels_time_s(c, m, b, s, e, eager, weight_bytes, tp, by_length),
-                        opc.layer_forward_ops(m))
+                        opc.layer_forward_ops(m), c.cache_update_s * with_cache)
 
 
 def head_forward_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1, with_loss=1):

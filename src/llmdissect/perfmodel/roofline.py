@@ -31,6 +31,10 @@ class Ceilings:
     forward_fixed_s: float = 0.0
     """What one forward of a model pays outside its decoder layers (mask and rotary set-up,
     embedding, final norm, head), beyond their roofline time."""
+    cache_update_s: float = 0.0
+    """What one decoder layer's inference forward pays to update its KV cache beyond the
+    bytes it appends (the cache's Python and the concatenation's dispatch): `micro.overhead`
+    measures it; 0 where not measured."""
     generate_step_s: float = 0.0
     """What `generate` pays per step outside the model (logits processing, the pick, stopping
     checks, cache bookkeeping)."""

@@ -78,7 +78,7 @@ class IterationTime:
         per_layer = self._rows_time(tokens) + attention_time_s(self.c, attn_flops, attn_bytes) / m.num_layers
         tp_comm = comm.tensor_parallel_comm_s(self.mach.network, tokens * m.hidden_size * self.e, self.tp,
                                               m.num_layers, 1)
-        return (m.num_layers * launch_bound(self.c, per_layer, layer_forward_ops(m)) + tp_comm
+        return (m.num_layers * launch_bound(self.c, per_layer, layer_forward_ops(m), self.c.cache_update_s) + tp_comm
                 + self._head_time(logits) + self.fixed + self.per_seq * seqs)
 
 

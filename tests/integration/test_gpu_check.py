@@ -15,9 +15,11 @@ def test_cpu_gpu_check_measures_validates_and_writes_the_tables(tmp_path):
                           capture_output=True, text=True, timeout=480)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     text = out.read_text()
-    for step in ("peak", "ops", "pretrain", "infer"):
+    for step in ("peak", "ops", "pretrain", "infer", "prefill"):
         assert f"| {step} |" in text and "| ok |" in text
-    assert "| step_time_s | 1 |" in text and "| tpot_s | 2 |" in text
+    # the prefill sweep adds two TTFT pairs (one output token: no TPOT)
+    assert "| step_time_s | 1 |" in text and "| tpot_s | 2 |" in text and "| ttft_s | 4 |" in text
+    assert "## GEMM efficiency by rows" in text and "| 1 |" in text
     assert "## Published set" in text
 
 

@@ -136,7 +136,11 @@ def run_serve_estimate(r: EstimateRequest, calibration=None, model=None,
     group = wt.check_group_size(quant, r.group_size or 0)
     weights = wt.model_weight_bytes(m, quant, e, group)
     sched = _profile(r, platform.device.kind == "cpu")
-    blocks = sched.num_blocks or kv_blocks_that_fit(m, mach, e, r.tp, weights, sched.block_size)
+    from llmdissect.perfmodel.config import check_kv_dtype, kv_element_bytes
+
+    kv_dtype = check_kv_dtype(r.kv_dtype or "auto", platform)
+    kv_e = kv_element_bytes(kv_dtype, e)
+    blocks = sched.num_blocks or kv_blocks_that_fit(m, mach, kv_e, r.tp, weights, sched.block_size)
     if blocks <= 0:
         raise UserError(f"{m.name} does not fit on {platform.device.name} with --tp {r.tp}: no memory for a KV cache")
     trace_notes: dict[str, Any] = {}
@@ -161,7 +165,7 @@ def run_serve_estimate(r: EstimateRequest, calibration=None, model=None,
     slo = parse_slo(r.slo)
     c = mach.ceilings
     engine_measured = sched.name == "transformers" and (c.serve_engine_step_s > 0 or c.serve_engine_seq_s > 0)
-    step = IterationTime(m, mach, e, r.tp, wt.layer_read_bytes(m, quant, e, group), engine_measured)
+    step = IterationTime(m, mach, e, r.tp, wt.layer_read_bytes(m, quant, e, group), engine_measured, kv_e)
     per_replica: list[list[int]] = [list(range(i, n, replicas)) for i in range(replicas)]
     sims = []
     for idx in per_replica:
@@ -179,6 +183,8 @@ def run_serve_estimate(r: EstimateRequest, calibration=None, model=None,
               **trace_notes, "kind_estimated": mn.SERVE}
     if wt.group_size_key(group):
         config["group_size"] = group
+    if kv_dtype != "auto":
+        config["kv_dtype"] = kv_dtype
     notes = [f"scheduler: {sched.name} ({sched.source})",
              f"KV cache: {blocks} blocks of {sched.block_size} tokens"
              + (" (the profile's)" if sched.num_blocks else " (what 90 % of the memory holds beside the weights)"),

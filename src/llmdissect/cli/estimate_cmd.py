@@ -50,6 +50,8 @@ def estimate(
                                                       "inference weights)."),
     group_size: Optional[int] = typer.Option(None, "--group-size", help="int4-weight's group size: 32 | 64 | 128 | "
                                              "256 (infer, serve) [128]."),
+    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="auto | fp8: the KV cache's elements (infer, "
+                                           "serve; fp8 on GPUs, as vLLM's --kv-cache-dtype fp8) [auto]."),
     batch: Optional[int] = typer.Option(None, "--batch", help="Sequences per batch (infer) [1]."),
     input_len: Optional[int] = typer.Option(None, "--input-len", help="Prompt tokens [512 infer, 128 serve]."),
     output_len: Optional[int] = typer.Option(None, "--output-len", help="Generated tokens (infer, serve) [128]."),

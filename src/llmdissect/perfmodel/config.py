@@ -24,6 +24,24 @@ def _positive(**values: int) -> None:
             raise UserError(f"--{name.replace('_', '-')} must be a positive integer, got {v}")
 
 
+KV_DTYPES = ("auto", "fp8")
+
+
+def check_kv_dtype(kv_dtype: str, platform: Platform) -> str:
+    """auto | fp8; an FP8 cache is a GPU serving engine's option (vLLM, TensorRT-LLM), which
+    transformers' generate on a CPU does not have."""
+    _choice("kv-dtype", kv_dtype, KV_DTYPES)
+    if kv_dtype == "fp8" and platform.device.kind != "gpu":
+        raise UserError("--kv-dtype fp8 is a GPU engine's KV cache (vLLM --kv-cache-dtype fp8, TensorRT-LLM); "
+                        f"{platform.device.name} has none")
+    return kv_dtype
+
+
+def kv_element_bytes(kv_dtype: str, e: float) -> float:
+    """Bytes of one cached key or value element: one for fp8, else the compute dtype's `e`."""
+    return 1.0 if kv_dtype == "fp8" else e
+
+
 def _choice(name: str, value: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise UserError(f"unknown --{name} {value!r}; choose one of {', '.join(choices)}")
@@ -221,6 +239,9 @@ class InferSetup:
     concatenation) or static (preallocated, written in place, as serving engines' are)."""
     group_size: int = 0
     """int4-weight's group size (0: torchao's 128); weights.check_group_size."""
+    kv_dtype: str = "auto"
+    """The KV cache's element type: auto (the compute dtype) or fp8 (one byte: vLLM's
+    --kv-cache-dtype fp8, TensorRT-LLM's FP8 KV cache), a GPU engine's option."""
     dp: int = field(init=False, default=1)
 
     def __post_init__(self) -> None:
@@ -228,6 +249,7 @@ class InferSetup:
         _positive(batch=self.batch, input_len=self.input_len, output_len=self.output_len)
         _check_attn(self.attn, self.platform)
         _choice("cache", self.cache, CACHES)
+        check_kv_dtype(self.kv_dtype, self.platform)
         object.__setattr__(self, "quant", check_quant(self.quant))
         object.__setattr__(self, "group_size", check_group_size(self.quant, self.group_size))
         if self.input_len + self.output_len > self.model.max_position_embeddings:
@@ -239,6 +261,11 @@ class InferSetup:
     def e(self) -> float:
         return dtype_bytes(self.dtype)
 
+    @property
+    def kv_e(self) -> float:
+        """Bytes of one KV-cache element."""
+        return kv_element_bytes(self.kv_dtype, self.e)
+
     def config(self) -> dict[str, Any]:
         c = {"model": self.model.name, "hardware": self.platform.name, "batch": self.batch,
              "input_len": self.input_len, "output_len": self.output_len, "dtype": self.dtype, "attn": self.attn,
@@ -246,4 +273,6 @@ class InferSetup:
              "nproc": self.platform.num_devices, "kind_estimated": mn.INFER}
         if group_size_key(self.group_size):
             c["group_size"] = self.group_size
+        if self.kv_dtype != "auto":  # a departure from the compute dtype is a key of its own
+            c["kv_dtype"] = self.kv_dtype
         return c

@@ -139,7 +139,7 @@ def estimate_infer(setup: InferSetup, mach: Machine) -> Estimate:
     if setup.quant in wt.FP8_GEMM:
         mach = _fp8_machine(setup, mach)
     kw = dict(b=setup.batch, n_in=setup.input_len, n_out=setup.output_len, e=e,
-              eager=int(setup.attn == "eager"), tp=setup.tp)
+              eager=int(setup.attn == "eager"), tp=setup.tp, kv_e=setup.kv_e)
     group = setup.group_size
     memory, max_batch = infer_memory(m, mach, weight_bytes=wt.model_weight_bytes(m, setup.quant, e, group), **kw)
     kw["concat"] = int(setup.cache == "dynamic")  # time only: both caches hold the same bytes at the end

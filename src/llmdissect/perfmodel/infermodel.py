@@ -29,15 +29,17 @@ from llmdissect.perfmodel.trainmodel import framework_bytes
 from llmdissect.specs.models import ModelSpec
 
 
-def infer_memory(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, weight_bytes):
-    """Per-device bytes: weights, KV cache at the end of generate, prefill working set."""
+def infer_memory(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, weight_bytes, kv_e=None):
+    """Per-device bytes: weights, KV cache at the end of generate (`kv_e` bytes an element:
+    one for an FP8 cache; the compute dtype's `e` by default), prefill working set."""
+    kv_e = e if kv_e is None else kv_e
     weights = weight_bytes / tp
-    kv = kvcache.kv_cache_bytes(m, b, kvcache.generate_positions(n_in, n_out), e, tp)
+    kv = kvcache.kv_cache_bytes(m, b, kvcache.generate_positions(n_in, n_out), kv_e, tp)
     activations = kvcache.prefill_working_bytes(m, b, n_in, e, eager, tp)
     tensors = weights + kv + activations
     other = framework_bytes(mach, tensors)
     # the largest batch whose cache and working set fit beside the weights
-    per_seq = (kvcache.kv_cache_bytes(m, 1, kvcache.generate_positions(n_in, n_out), e, tp)
+    per_seq = (kvcache.kv_cache_bytes(m, 1, kvcache.generate_positions(n_in, n_out), kv_e, tp)
                + kvcache.prefill_working_bytes(m, 1, n_in, e, eager, tp))
     a = mach.assumptions
     usable = (mach.platform.device.memory_bytes - a["framework_context_bytes"]) / (1 + a["fragmentation_fraction"]) \
@@ -48,11 +50,15 @@ def infer_memory(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, w
             mn.TOTAL_BYTES: tensors + other}, max_batch
 
 
-def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp, layer_weights, concat=1):
+def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp, layer_weights, concat=1,
+               kv_e=None):
     """TTFT, TPOT, end-to-end latency, throughput and MFU of one batch; needs ceilings.
     `layer_weights` is the bytes of one decoder layer's (possibly quantized) weights;
-    `concat` 1 for a cache that appends by concatenation (transformers' dynamic), 0 in place."""
+    `concat` 1 for a cache that appends by concatenation (transformers' dynamic), 0 in place;
+    `kv_e` the bytes of a cached element (an FP8 cache's one; `e` by default): decode reads
+    the cache at that size, its attention FLOPs are the same."""
     c, net = mach.ceilings, mach.network
+    kv_e = e if kv_e is None else kv_e
     prefill = (m.num_layers * layer_forward_time_s(c, m, b, n_in, e, eager, layer_weights, tp, by_length=True,
                                                    with_cache=True)
                + head_forward_time_s(c, m, b, e, tp, with_loss=0)
@@ -64,11 +70,11 @@ def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp,
     # MLA in transformers re-expands the whole cached latent at every step (moe.mla_expansion_flops)
     attn = attention_time_s(c, b * m.num_layers * (fl.layer_attention_flops_fwd(m, ctx)
                                                    + moe.mla_expansion_flops(m, ctx)) / tp,
-                            kvcache.kv_cache_bytes(m, b, ctx, e, tp)
+                            kvcache.kv_cache_bytes(m, b, ctx, kv_e, tp)
                             + b * m.num_layers * moe.mla_expanded_kv_bytes(m, ctx, e) / tp)
     head = head_forward_time_s(c, m, b, e, tp, with_loss=0)
     # a concatenating cache rewrites itself to append the step's keys and values
-    append = concat * memory_time_s(c, kvcache.cache_append_bytes(m, b, ctx, e, tp))
+    append = concat * memory_time_s(c, kvcache.cache_append_bytes(m, b, ctx, kv_e, tp))
     # every layer's operators pay their fixed cost again for each new token, and its cache's
     # update (launched while the kernels run on a GPU: the longer of the two), as does
     # generate's own loop

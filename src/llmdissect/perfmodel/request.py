@@ -22,8 +22,8 @@ ANALYTICAL_KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER)
 TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp", "ep", "lora_rank",
               "lora_dropout", "optimizer", "precision", "engine")
 INFER_ONLY = ("batch", "cache")
-WEIGHTS = ("group_size",)
-"""Options of the served weights: inference and serving take them, training does not."""
+WEIGHTS = ("group_size", "kv_dtype")
+"""Options of the served weights and cache: inference and serving take them, training does not."""
 LENGTHS = ("input_len", "output_len")
 SERVE_ONLY = ("profile", "max_num_seqs", "max_batched_tokens", "block_size", "num_blocks", "prefix_caching",
               "replicas", "num_prompts", "request_rate", "burstiness", "max_concurrency", "arrivals", "seed", "slo",
@@ -91,6 +91,9 @@ class EstimateRequest(BaseModel):
     """none | int8 | int8-bnb | nf4 | ...: the QLoRA base, or the inference weights."""
     group_size: Optional[int] = None
     """int4-weight's group size: 32 | 64 | 128 | 256 [128, torchao's] (infer, serve)."""
+    kv_dtype: Optional[str] = None
+    """auto | fp8: the KV cache's elements [auto: the compute dtype] (infer, serve; fp8 on GPUs:
+    vLLM's --kv-cache-dtype fp8, TensorRT-LLM's FP8 KV cache)."""
     batch: Optional[int] = None
     """Sequences per batch [1] (infer)."""
     input_len: Optional[int] = None
@@ -184,7 +187,8 @@ def estimate_for(request: EstimateRequest, model, profile: dict[str, Any], expli
     common = dict(model=model, platform=platform, dtype=dtype, attn=r.attn, quant=r.quant, tp=r.tp)
     if r.kind == mn.INFER:
         setup = InferSetup(batch=r.batch or 1, input_len=r.input_len or 512, output_len=r.output_len or 128,
-                           cache=r.cache or "dynamic", group_size=r.group_size or 0, **common)
+                           cache=r.cache or "dynamic", group_size=r.group_size or 0,
+                           kv_dtype=r.kv_dtype or "auto", **common)
         return estimate_infer(setup, machine)
     targets = parse_lora_targets(r.lora_targets) if r.lora_targets else LORA_TARGETS_DEFAULT
     setup = TrainSetup(kind=r.kind, micro_batch=r.micro_batch or 1,

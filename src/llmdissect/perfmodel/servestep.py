@@ -37,14 +37,15 @@ class IterationTime:
     costs are the ones peak measured of transformers' engine."""
 
     def __init__(self, m: ModelSpec, mach: Machine, e: float, tp: int, layer_weight_bytes: float,
-                 engine_measured: bool = False) -> None:
+                 engine_measured: bool = False, kv_e: float | None = None) -> None:
         self.m, self.mach, self.e, self.tp, self.w = m, mach, e, tp, layer_weight_bytes
         c = mach.ceilings
         self.c = c
         step = c.serve_engine_step_s + m.num_layers * c.serve_engine_layer_s if engine_measured else c.generate_step_s
         self.per_seq = c.serve_engine_seq_s if engine_measured else 0.0
         self.fixed = c.forward_fixed_s + step
-        self.kv_per_token = kvcache.kv_cache_bytes(m, 1, 1, e, tp)  # one position (MLA's latent is not split)
+        # one position (MLA's latent is not split), at the cache's element size
+        self.kv_per_token = kvcache.kv_cache_bytes(m, 1, 1, e if kv_e is None else kv_e, tp)
         self.flops_per_attn_unit = 4 * m.num_layers * m.q_dim / tp  # scores and x V, per query-key pair
         self._rows: dict[int, float] = {}
         self._heads: dict[int, float] = {}

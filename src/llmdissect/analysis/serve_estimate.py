@@ -113,6 +113,7 @@ def run_serve_estimate(r: EstimateRequest, calibration=None, model=None,
     from llmdissect.dtypes import dtype_bytes
     from llmdissect.perfmodel import weights as wt
     from llmdissect.perfmodel.ceilings import machine_for
+    from llmdissect.perfmodel.config import check_kv_dtype, kv_element_bytes
     from llmdissect.perfmodel.servesim import SimRequest, simulate
     from llmdissect.perfmodel.servestep import IterationTime, kv_blocks_that_fit
     from llmdissect.specs import get_model, resolve_platform
@@ -136,8 +137,6 @@ def run_serve_estimate(r: EstimateRequest, calibration=None, model=None,
     group = wt.check_group_size(quant, r.group_size or 0)
     weights = wt.model_weight_bytes(m, quant, e, group)
     sched = _profile(r, platform.device.kind == "cpu")
-    from llmdissect.perfmodel.config import check_kv_dtype, kv_element_bytes
-
     kv_dtype = check_kv_dtype(r.kv_dtype or "auto", platform)
     kv_e = kv_element_bytes(kv_dtype, e)
     blocks = sched.num_blocks or kv_blocks_that_fit(m, mach, kv_e, r.tp, weights, sched.block_size)

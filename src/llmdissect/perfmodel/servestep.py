@@ -83,11 +83,12 @@ class IterationTime:
                 + self._head_time(logits) + self.fixed + self.per_seq * seqs)
 
 
-def kv_blocks_that_fit(m: ModelSpec, mach: Machine, e: float, tp: int, weight_bytes: float, block_size: int,
+def kv_blocks_that_fit(m: ModelSpec, mach: Machine, kv_e: float, tp: int, weight_bytes: float, block_size: int,
                        memory_fraction: float = 0.9) -> int:
-    """KV blocks in what `memory_fraction` of the device leaves beside the weights and the
-    framework's allowance (vLLM's gpu_memory_utilization 0.9 by default)."""
+    """KV blocks of `kv_e` bytes an element (one for an FP8 cache) in what `memory_fraction` of
+    the device leaves beside the weights and the framework's allowance (vLLM's
+    gpu_memory_utilization 0.9 by default)."""
     a = mach.assumptions
     usable = mach.platform.device.memory_bytes * memory_fraction - a["framework_context_bytes"] - weight_bytes / tp
-    per_block = kvcache.kv_cache_bytes(m, 1, 1, e, tp) * block_size
+    per_block = kvcache.kv_cache_bytes(m, 1, 1, kv_e, tp) * block_size
     return max(int(usable // per_block), 0)

@@ -3,7 +3,8 @@
 ratio = predicted / published; error = ratio - 1 (above 0 the model over-predicts).
 A point is *within 1.25x* when max(ratio, 1/ratio) <= 1.25. Estimates use the hardware
 catalogue's figures alone (no calibration profile), so the result is the same on every
-machine and a test can hold it. No torch: pure functions, milliseconds a point.
+machine and a test can hold it. No torch: pure functions, milliseconds a point; a serving
+point (`kind = "serve"`) runs the serving simulation, about a second.
 """
 from __future__ import annotations
 

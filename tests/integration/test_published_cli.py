@@ -14,11 +14,15 @@ from llmdissect.results import open_store
 # AutoModel's 70B rows run an interleaved pipeline or torch.compile, and the DGX Cloud recipe's rows pack
 # SQuAD, so theirs are approximate. The finetune figure was 0.151 on the 8B row alone until the defaults
 # took the GPU's architecture (Hopper: its MAMF's GEMM ceiling and FlashAttention-2's 35 %).
-HELD = {"infer": {"median_abs_error": 0.046, "within_1.25x": 0.833},
+# infer and overall's within-1.25x went from 0.833 and 0.906 to 0.789 and 0.879 when TensorRT-LLM's A100
+# Llama 2 70B TP4 128-token TTFT row (47 ms, predicted 0.63x) was added beside its 2048-token row: a row of
+# the same table left out before, not a change to the model; approximate's from 0.613 to 0.607 with the three
+# H100 FP8 rows of that table.
+HELD = {"infer": {"median_abs_error": 0.046, "within_1.25x": 0.789},
         "pretrain": {"median_abs_error": 0.034, "within_1.25x": 1.0},
         "finetune": {"median_abs_error": 0.078, "within_1.25x": 1.0}}
-OVERALL = {"median_abs_error": 0.040, "within_1.25x": 0.906}
-APPROXIMATE = {"median_abs_error": 0.138, "within_1.25x": 0.613}
+OVERALL = {"median_abs_error": 0.040, "within_1.25x": 0.878}
+APPROXIMATE = {"median_abs_error": 0.141, "within_1.25x": 0.607}
 
 
 def test_every_shipped_point_has_its_source_and_loads():

@@ -21,6 +21,9 @@ def test_the_probe_measures_every_fixed_cost_the_estimator_reads():
     assert out["op_fixed_s"] * out["layer_ops"] == pytest.approx(out["layer_forward_s"], rel=1e-12)
     # the cache's update is what the layer took beyond its uncached forward (never below 0)
     assert out["cache_update_s"] == pytest.approx(max(0.0, out["layer_forward_cached_s"] - out["layer_forward_s"]))
+    # the cold cost is the same layer's, timed after the caches were emptied, split the same way
+    assert out["op_fixed_cold_s"] * out["layer_ops"] == pytest.approx(out["layer_forward_cold_s"], rel=1e-12)
+    assert out["op_fixed_cold_s"] > 0
 
 
 def test_the_serving_engine_probe_times_transformers_own_iterations():

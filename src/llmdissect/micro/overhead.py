@@ -9,6 +9,11 @@
   beyond the bytes it appends (transformers' cache object, the concatenation's dispatch):
   the same layer's one-token forward with a cache of PROMPT_TOKENS positions (cut back to
   them after each call) minus it without one.
+- `op_fixed_cold_s`: `op_fixed_s` when the host's caches were emptied first (CPU only): the
+  same layer's forward, each call after an untimed read of twice the last-level cache. The
+  probe's loop keeps the layer's Python objects, dispatch tables and weights in the caches;
+  a model whose forward streams more than the cache holds finds each layer's objects evicted
+  by the time it runs them again (perfmodel.layertime.cold_cache_scale).
 - `forward_fixed_s`: what one forward of the model pays outside its layers (attention-mask
   and rotary set-up, embedding, final norm, head): the one-token forward of `debug-llama`
   minus its layers, each with its cache's update.
@@ -55,6 +60,37 @@ def timed_s(fn: Any, device: str, min_time_s: float) -> float:
                for block in range(BLOCKS))
 
 
+def timed_cold_s(fn: Any, evict: Any, min_time_s: float) -> float:
+    """As timed_s, on a CPU, with `evict` run (untimed) before every call of `fn`."""
+    import statistics
+    import time
+
+    medians = []
+    for _ in range(BLOCKS):
+        fn()
+        times: list[float] = []
+        while len(times) < 10 or sum(times) < min_time_s / BLOCKS:
+            evict()
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        medians.append(statistics.median(times))
+    return min(medians)
+
+
+def eviction(device: str) -> Any:
+    """A read of twice the last-level cache (32 MiB where sysfs does not say), or None off a
+    CPU (a GPU's kernels do not stream through the host's caches)."""
+    if device != "cpu":
+        return None
+    import torch
+
+    from llmdissect.specs.hardware import last_level_cache_bytes
+
+    buffer = torch.ones(2 * (last_level_cache_bytes() or 2**25) // 4)
+    return buffer.sum
+
+
 def measure_overheads(device: str, min_time_s: float = 0.2, seed: int = 0) -> dict[str, Any]:
     """The fixed costs (seconds) and the timings they come from."""
     import torch
@@ -98,6 +134,8 @@ def measure_overheads(device: str, min_time_s: float = 0.2, seed: int = 0) -> di
 
         t_layer = timed_s(layer_forward, device, min_time_s)
         t_layer_cached = timed_s(layer_forward_cached, device, min_time_s)
+        evict = eviction(device)
+        t_layer_cold = timed_cold_s(layer_forward, evict, min_time_s) if evict else 0.0
         t_forward = timed_s(forward_one_token, device, min_time_s)
         t_generate = timed_s(lambda: generate(GENERATE_TOKENS), device, min_time_s)
         t_first = timed_s(lambda: generate(1), device, min_time_s)
@@ -110,6 +148,7 @@ def measure_overheads(device: str, min_time_s: float = 0.2, seed: int = 0) -> di
     cache_update = max(0.0, t_layer_cached - t_layer)
     outside = max(0.0, t_forward - spec.num_layers * (t_layer + cache_update))
     return {"op_fixed_s": t_layer / len(LAYER_FORWARD_OPS), "forward_fixed_s": outside,
+            "op_fixed_cold_s": t_layer_cold / len(LAYER_FORWARD_OPS), "layer_forward_cold_s": t_layer_cold,
             "cache_update_s": cache_update, "layer_forward_cached_s": t_layer_cached,
             "generate_step_s": max(0.0, per_step - t_forward),
             "generate_call_s": max(0.0, t_first - t_prefill), "optimizer_tensor_s": t_optimizer / OPTIMIZER_TENSORS,

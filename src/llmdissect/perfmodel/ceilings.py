@@ -71,8 +71,9 @@ def _collective_source(fits: dict, backend: str, n: int) -> str:
     return f"calibration profile: {backend} fits at {n} processes for {', '.join(used)}; defaults for the rest"
 
 
-FIXED_COST_KEYS = ("op_fixed_s", "forward_fixed_s", "cache_update_s", "generate_step_s", "generate_call_s",
-                   "serve_engine_step_s", "serve_engine_layer_s", "serve_engine_seq_s", "optimizer_tensor_s")
+FIXED_COST_KEYS = ("op_fixed_s", "op_fixed_cold_s", "forward_fixed_s", "cache_update_s", "generate_step_s",
+                   "generate_call_s", "serve_engine_step_s", "serve_engine_layer_s", "serve_engine_seq_s",
+                   "optimizer_tensor_s")
 MEASURED_RATE_KEYS = ("optimizer_cached_bytes_per_s",)
 """Rates `peak` measures beside the fixed costs (micro.optimizer_rates); 0: not measured."""
 

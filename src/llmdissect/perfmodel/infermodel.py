@@ -6,7 +6,8 @@ batch (Pope et al., "Efficiently Scaling Transformer Inference", arXiv 2211.0510
 layer only the experts the batch's tokens reach, uniform routing assumed: moe.py), rewrites
 the cache to append to it (transformers' concatenating DynamicCache, kvcache.py), and
 pays every operator's fixed cost and `generate`'s own per-step cost once more (at batch 1
-on a CPU these fixed costs are most of a step). Decode
+on a CPU these fixed costs are most of a step; a forward that streams more than a CPU's
+last-level cache pays them cold: layertime.cold_cache_scale). Decode
 is costed at the mean context input_len + output_len / 2. Throughput grows with batch until
 the KV cache fills the memory left beside the weights (`max_batch`).
 """
@@ -22,6 +23,7 @@ from llmdissect.perfmodel.layertime import (
     layer_elementwise_time_s,
     layer_forward_time_s,
     layer_gemm_time_s,
+    with_cold_caches,
 )
 from llmdissect.perfmodel.op_costs import layer_forward_ops
 from llmdissect.perfmodel.roofline import attention_time_s, memory_time_s
@@ -57,14 +59,20 @@ def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp,
     `concat` 1 for a cache that appends by concatenation (transformers' dynamic), 0 in place;
     `kv_e` the bytes of a cached element (an FP8 cache's one; `e` by default): decode reads
     the cache at that size, its attention FLOPs are the same."""
-    c, net = mach.ceilings, mach.network
+    net = mach.network
     kv_e = e if kv_e is None else kv_e
+    head_bytes = m.vocab_size * m.hidden_size * e / tp
+    # the forward's fixed costs, hot or cold by the bytes it streams (layertime.cold_cache_scale)
+    c = with_cold_caches(mach.ceilings, m.num_layers * layer_weights / tp + head_bytes
+                         + kvcache.kv_cache_bytes(m, b, n_in, kv_e, tp))
     prefill = (m.num_layers * layer_forward_time_s(c, m, b, n_in, e, eager, layer_weights, tp, by_length=True,
                                                    with_cache=True)
                + head_forward_time_s(c, m, b, e, tp, with_loss=0)
                + comm.tensor_parallel_comm_s(net, b * n_in * m.hidden_size * e, tp, m.num_layers, 1)
                + c.generate_call_s)  # generate's set-up and the first token's pick
     ctx = n_in + n_out / 2
+    c = with_cold_caches(mach.ceilings, m.num_layers * layer_weights * moe.decode_weight_fraction(m, b) / tp
+                         + head_bytes + kvcache.kv_cache_bytes(m, b, ctx, kv_e, tp))
     # b new tokens through every layer, reading the experts they reach (moe.decode_weight_fraction)
     gemm = m.num_layers * layer_gemm_time_s(c, m, b, e, layer_weights * moe.decode_weight_fraction(m, b), tp)
     # MLA in transformers re-expands the whole cached latent at every step (moe.mla_expansion_flops)

@@ -16,6 +16,8 @@ Scalars or numpy arrays throughout.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from llmdissect.perfmodel import moe
 from llmdissect.perfmodel import op_costs as opc
 from llmdissect.perfmodel import weights as wt
@@ -218,6 +220,39 @@ def launch_bound(c: Ceilings, kernels_s, ops, extra_fixed_s=0.0):
     if c.asynchronous:
         return kernels_s + (fixed - kernels_s) * (fixed > kernels_s)
     return kernels_s + fixed
+
+
+FORWARD_FIXED_COSTS = ("op_fixed_s", "cache_update_s", "forward_fixed_s", "generate_step_s", "generate_call_s",
+                       "serve_engine_step_s", "serve_engine_layer_s", "serve_engine_seq_s")
+"""The fixed costs an inference forward (and the loop around it) pays, all measured on the
+probe model with its objects in the caches (micro.overhead, micro.serve_engine)."""
+
+
+def cold_cache_scale(c: Ceilings, streamed_bytes):
+    """How much an inference forward's fixed costs grow because its kernels stream
+    `streamed_bytes` (its weights and KV cache) through the host's caches: each layer's Python
+    objects, dispatch tables and small tensors are touched once a forward, so they are found
+    again only if fewer bytes than the last-level cache passed in between (a reference's reuse
+    distance against the cache's size: Mattson et al., "Evaluation techniques for storage
+    hierarchies", IBM Systems Journal 9(2), 1970). A real cache is not LRU (the probe's layer
+    slows from 8 MiB streamed on this VM's 32 MiB, and keeps slowing past 32), so the scale is
+    linear between the two conditions `peak` measured: the probe's hot cost (nothing streamed)
+    and its cold one (`op_fixed_cold_s`, after a read of twice the cache), no colder beyond.
+    1 on a GPU (its kernels stream device memory) and where the cold cost or the cache was
+    not measured."""
+    if c.asynchronous or not c.op_fixed_s or c.op_fixed_cold_s <= c.op_fixed_s or not c.cache_bytes:
+        return 1.0
+    share = streamed_bytes / (2 * c.cache_bytes)
+    share = share + (1 - share) * (share > 1)
+    return 1 + (c.op_fixed_cold_s / c.op_fixed_s - 1) * share
+
+
+def with_cold_caches(c: Ceilings, streamed_bytes) -> Ceilings:
+    """`c` with FORWARD_FIXED_COSTS scaled by cold_cache_scale(c, streamed_bytes)."""
+    scale = cold_cache_scale(c, streamed_bytes)
+    if isinstance(scale, float) and scale == 1.0:
+        return c
+    return replace(c, **{k: getattr(c, k) * scale for k in FORWARD_FIXED_COSTS})
 
 
 def layer_kernels_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1, by_length=False):

@@ -28,6 +28,10 @@ class Ceilings:
     op_fixed_s: float = 0.0
     """What one operator costs beyond its roofline time (eager dispatch on a CPU, a kernel
     launch on a GPU): `micro.overhead` measures it, defaults.OP_FIXED_S_GPU otherwise."""
+    op_fixed_cold_s: float = 0.0
+    """`op_fixed_s` with the host's caches emptied first (a CPU: `micro.overhead`); 0 where
+    not measured. A forward that streams more than the last-level cache pays its fixed costs
+    nearer this (layertime.cold_cache_scale)."""
     forward_fixed_s: float = 0.0
     """What one forward of a model pays outside its decoder layers (mask and rotary set-up,
     embedding, final norm, head), beyond their roofline time."""

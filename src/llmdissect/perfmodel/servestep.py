@@ -9,7 +9,8 @@ sequences' new tokens side by side (prefill chunks and one token per decoding se
         + the head for the sequences that produce a token
         + TP all-reduces of the tokens' activations + the engine's own cost per step
 
-with the same calibrated terms as `estimate infer` (layertime, roofline, ceilings). The
+with the same calibrated terms as `estimate infer` (layertime, roofline, ceilings; the fixed
+costs cold where the iteration streams more than a CPU's last-level cache). The
 engine's own cost (building the batch, sampling, handing tokens to requests) is, for
 transformers' engine, what `peak` measured of it (micro.serve_engine: per iteration, per
 layer of the model and per sequence in the batch); else `generate_step_s` per iteration
@@ -21,6 +22,7 @@ from __future__ import annotations
 from llmdissect.perfmodel import comm, kvcache, moe
 from llmdissect.perfmodel.ceilings import Machine
 from llmdissect.perfmodel.layertime import (
+    cold_cache_scale,
     head_forward_time_s,
     launch_bound,
     layer_elementwise_time_s,
@@ -46,6 +48,7 @@ class IterationTime:
         self.fixed = c.forward_fixed_s + step
         # one position (MLA's latent is not split), at the cache's element size
         self.kv_per_token = kvcache.kv_cache_bytes(m, 1, 1, e if kv_e is None else kv_e, tp)
+        self.head_bytes = m.vocab_size * m.hidden_size * e / tp
         self.flops_per_attn_unit = 4 * m.num_layers * m.q_dim / tp  # scores and x V, per query-key pair
         self._rows: dict[int, float] = {}
         self._heads: dict[int, float] = {}
@@ -79,8 +82,12 @@ class IterationTime:
         per_layer = self._rows_time(tokens) + attention_time_s(self.c, attn_flops, attn_bytes) / m.num_layers
         tp_comm = comm.tensor_parallel_comm_s(self.mach.network, tokens * m.hidden_size * self.e, self.tp,
                                               m.num_layers, 1)
-        return (m.num_layers * launch_bound(self.c, per_layer, layer_forward_ops(m), self.c.cache_update_s) + tp_comm
-                + self._head_time(logits) + self.fixed + self.per_seq * seqs)
+        # the iteration's fixed costs, hot or cold by the bytes it streams (layertime.cold_cache_scale)
+        cold = cold_cache_scale(self.c, m.num_layers * self.w * moe.decode_weight_fraction(m, tokens) / self.tp
+                                + self.head_bytes + attn_bytes)
+        fixed = m.num_layers * (layer_forward_ops(m) * self.c.op_fixed_s + self.c.cache_update_s)
+        return (m.num_layers * launch_bound(self.c, per_layer, 0, cold * fixed / m.num_layers) + tp_comm
+                + self._head_time(logits) + cold * (self.fixed + self.per_seq * seqs))
 
 
 def kv_blocks_that_fit(m: ModelSpec, mach: Machine, kv_e: float, tp: int, weight_bytes: float, block_size: int,

@@ -30,6 +30,19 @@ def _estimates(ctx: QuickContext) -> None:
         ctx.log(f"estimate {kind} {opts['model']} on {opts['hardware']}: {est.verdict()}{rate}")
 
 
+def _fixed_costs(ctx: QuickContext) -> None:
+    from llmdissect.calibration_profile import load_profile
+    from llmdissect.micro.reprobe import remeasure_fixed_costs
+
+    before = (load_profile().get("cpu") or {}).get("op_fixed_s")
+    probe, kept = remeasure_fixed_costs()
+    was = f"{before * 1e6:.1f} us" if isinstance(before, (int, float)) else "none"
+    ctx.log(f"fixed costs again: {probe['op_fixed_s'] * 1e6:.1f} us an operator against peak's {was}; "
+            + ("this quieter set is stored" if kept else "peak's set stays"))
+
+
 def quick_steps() -> list[QuickStep]:
-    return [QuickStep("estimate", "analytical estimates (no run): 70B ZeRO-3 on 8xA800, 7B QLoRA, tiny-llama on CPU",
+    return [QuickStep("fixed-costs", "the fixed-cost probe again (the quieter of it and peak's is kept)",
+                      _fixed_costs),
+            QuickStep("estimate", "analytical estimates (no run): 70B ZeRO-3 on 8xA800, 7B QLoRA, tiny-llama on CPU",
                       _estimates)]

@@ -87,3 +87,27 @@ def test_a_serving_iteration_pays_its_fixed_costs_cold_by_the_bytes_it_streams()
     fixed = 6 * (14 * 50e-6 + 40e-6) + 1e-3 + 2e-4 + 3 * 4e-5
     assert hot(3, 64, 0, 0, 3, seqs=3) == pytest.approx(fixed, rel=1e-6)
     assert cold(3, 64, 0, 0, 3, seqs=3) == pytest.approx(2 * fixed, rel=1e-6)
+
+
+def test_advise_rows_on_a_cpu_with_cold_costs_equal_the_scalar_estimate():
+    # the vectorized search scales the fixed costs per row (arrays through cold_cache_scale)
+    from llmdissect.perfmodel.advise import infer_space
+
+    plat = resolve_platform("cpu")
+    profile = {"cpu": {"peak_flops_per_s": {"fp32": 1e11}, "memory_bandwidth_bytes_per_s": 2e10,
+                       "op_fixed_s": 20e-6, "op_fixed_cold_s": 40e-6, "forward_fixed_s": 3e-4, "cache_update_s": 4e-5,
+                       "generate_step_s": 3e-4, "generate_call_s": 1e-3, "last_level_cache_bytes": 32 * MB}}
+    mach = machine_for(plat, "fp32", profile)
+    m = get_model("tiny-llama")
+    space = infer_space(m, mach, 128, 32, 4)
+    for i in range(0, len(space), 5):
+        row = space.row(i)
+        setup = InferSetup(model=m, platform=plat, batch=row["batch"], input_len=128, output_len=32, dtype="fp32",
+                           attn=row["attn"], quant=row["quant"], tp=row["tp"])
+        t = estimate_infer(setup, mach).metrics["time"]
+        assert t["tpot_s"] == pytest.approx(row["tpot_s"], rel=1e-9)
+        assert t["ttft_s"] == pytest.approx(row["ttft_s"], rel=1e-9)
+    # tiny-llama streams more than half the 32 MiB cache in every row: each pays colder costs
+    hot = {"cpu": {k: v for k, v in profile["cpu"].items() if k != "op_fixed_cold_s"}}
+    hot_space = infer_space(m, machine_for(plat, "fp32", hot), 128, 32, 4)
+    assert np.all(space.results["tpot_s"] > hot_space.results["tpot_s"])

@@ -17,12 +17,12 @@ from llmdissect.results import open_store
 # infer and overall's within-1.25x went from 0.833 and 0.906 to 0.789 and 0.879 when TensorRT-LLM's A100
 # Llama 2 70B TP4 128-token TTFT row (47 ms, predicted 0.63x) was added beside its 2048-token row: a row of
 # the same table left out before, not a change to the model; approximate's from 0.613 to 0.607 with the three
-# H100 FP8 rows of that table.
+# H100 FP8 rows of that table; then 0.137 and 0.620 with NeMo AutoModel's four Qwen2.5 32B LoRA rows (0.94-1.04x).
 HELD = {"infer": {"median_abs_error": 0.046, "within_1.25x": 0.789},
         "pretrain": {"median_abs_error": 0.034, "within_1.25x": 1.0},
         "finetune": {"median_abs_error": 0.078, "within_1.25x": 1.0}}
 OVERALL = {"median_abs_error": 0.040, "within_1.25x": 0.878}
-APPROXIMATE = {"median_abs_error": 0.141, "within_1.25x": 0.607}
+APPROXIMATE = {"median_abs_error": 0.138, "within_1.25x": 0.620}
 
 
 def test_every_shipped_point_has_its_source_and_loads():

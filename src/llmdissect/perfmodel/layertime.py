@@ -235,7 +235,7 @@ def cold_cache_scale(c: Ceilings, streamed_bytes):
     again only if fewer bytes than the last-level cache passed in between (a reference's reuse
     distance against the cache's size: Mattson et al., "Evaluation techniques for storage
     hierarchies", IBM Systems Journal 9(2), 1970). A real cache is not LRU (the probe's layer
-    slows from 8 MiB streamed on this VM's 32 MiB, and keeps slowing past 32), so the scale is
+    slows from 8-16 MiB streamed on this VM's 32 MiB, and keeps slowing past 32), so the scale is
     linear between the two conditions `peak` measured: the probe's hot cost (nothing streamed)
     and its cold one (`op_fixed_cold_s`, after a read of twice the cache), no colder beyond.
     1 on a GPU (its kernels stream device memory) and where the cold cost or the cache was

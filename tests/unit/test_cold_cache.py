@@ -111,3 +111,14 @@ def test_advise_rows_on_a_cpu_with_cold_costs_equal_the_scalar_estimate():
     hot = {"cpu": {k: v for k, v in profile["cpu"].items() if k != "op_fixed_cold_s"}}
     hot_space = infer_space(m, machine_for(plat, "fp32", hot), 128, 32, 4)
     assert np.all(space.results["tpot_s"] > hot_space.results["tpot_s"])
+
+
+def test_peak_prints_the_fixed_costs_hot_and_cold():
+    from llmdissect.cli.peak_cmd import fixed_costs_line
+
+    line = fixed_costs_line({"op_fixed_s": 16.4e-6, "op_fixed_cold_s": 31.2e-6, "cache_update_s": 40e-6,
+                             "forward_fixed_s": 290e-6, "generate_step_s": 305e-6, "generate_call_s": 1.06e-3})
+    assert line == ("fixed costs: 16.4 us an operator (31.2 us with the caches emptied first), 40 us a KV-cache "
+                    "update, 290 us a forward outside its layers, 305 us a generate step outside the model, "
+                    "1.06 ms a generate call")
+    assert fixed_costs_line({}) == "" and "emptied" not in fixed_costs_line({"op_fixed_s": 5e-6})

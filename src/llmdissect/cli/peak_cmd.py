@@ -40,6 +40,9 @@ def show(record) -> None:
             console.print(f"{up['dtype']} peak raised from the matmul rows' {human_rate(up['matmul_rows'], 'FLOP/s')} "
                           f"to the GEMM grid's fastest product, {human_rate(up['gemm_grid'], 'FLOP/s')} "
                           "(the rows ran in a slow stretch of this machine)")
+        fixed = fixed_costs_line(entry.get("overheads") or {})
+        if fixed:
+            console.print(fixed)
         if entry["device"] == "cpu" and entry.get("theoretical"):
             console.print("theoretical peak assumes: " + "; ".join(entry["theoretical"]["assumptions"]))
             if entry.get("cpu_capability"):
@@ -48,6 +51,22 @@ def show(record) -> None:
         console.print(record.metrics["profile_note"])
     if record.metrics.get("profile_path"):
         console.print(f"stored in {record.metrics['profile_path']}; record {record.id}")
+
+
+def fixed_costs_line(o: dict) -> str:
+    """The fixed costs the probe measured (micro.overhead), in one line; "" where none."""
+    from llmdissect.console import human_seconds
+
+    if not o.get("op_fixed_s"):
+        return ""
+    cold = o.get("op_fixed_cold_s")
+    parts = [f"{human_seconds(o['op_fixed_s'])} an operator"
+             + (f" ({human_seconds(cold)} with the caches emptied first)" if cold else "")]
+    for key, what in (("cache_update_s", "a KV-cache update"), ("forward_fixed_s", "a forward outside its layers"),
+                      ("generate_step_s", "a generate step outside the model"), ("generate_call_s", "a generate call")):
+        if o.get(key) is not None:
+            parts.append(f"{human_seconds(o[key])} {what}")
+    return "fixed costs: " + ", ".join(parts)
 
 
 def peak(quick: bool = typer.Option(False, "--quick", help="Fewer, smaller sizes (about 10 s on a CPU)."),

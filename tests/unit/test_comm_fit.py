@@ -57,3 +57,20 @@ def test_fit_rows_uses_out_of_place_where_both_exist():
     assert set(fits) == {"all_gather", "all_reduce"}
     assert fits["all_gather"].bandwidth_bytes_per_s == pytest.approx(1e9)
     assert fits["all_reduce"].alpha_s == pytest.approx(2e-5)
+
+
+def test_a_row_k_times_slow_and_one_k_times_fast_cancel_in_logs():
+    # the fit is of log time, so it reads the same as a fit of busbw (size over time): two rows
+    # of one size, one 3x slow and one 3x fast, leave the line through the others where it was
+    alpha, beta = 50e-6, 1 / 2e9
+    sizes = SIZES + [SIZES[7]]
+    times = [alpha + beta * s for s in SIZES] + [0.0]
+    times[7], times[-1] = 3 * times[7], times[7] / 3
+    fit = fit_alpha_beta(sizes, times)
+    assert fit.alpha_s == pytest.approx(alpha, rel=1e-6)
+    assert fit.beta_s_per_byte == pytest.approx(beta, rel=1e-6)
+    # the relative-error fit alone (its starting point) is pulled by the slow row
+    from llmdissect.micro.comm_alpha_beta import _relative_fit
+
+    start = _relative_fit(list(zip(sizes, times)))
+    assert abs(start[0] - alpha) / alpha > 0.01 or abs(start[1] - beta) / beta > 0.01

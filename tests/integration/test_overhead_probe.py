@@ -64,12 +64,13 @@ def test_the_quick_suites_second_probe_stores_its_set_only_where_it_is_quieter(t
     profile = tmp_path / "calibration.json"
     # a stored per-operator cost of a whole second: any real probe is quieter and replaces the set
     profile.write_text(json.dumps({"cpu": {"op_fixed_s": 1.0, "forward_fixed_s": 2.0, "serve_engine_step_s": 3.0}}))
-    probe, kept = remeasure_fixed_costs(min_time_s=0.02, profile_path=str(profile))
+    probe, kept, _ = remeasure_fixed_costs(min_time_s=0.02, profile_path=str(profile))
     stored = json.loads(profile.read_text())["cpu"]
     assert kept and 0 < stored["op_fixed_s"] == probe["op_fixed_s"] < 1.0
     assert {k: stored[k] for k in PROBE_KEYS} == {k: probe[k] for k in PROBE_KEYS}
     assert stored["serve_engine_step_s"] == 3.0  # another probe's cost stays
     # a stored cost no probe can beat stays, with the rest of its set
     profile.write_text(json.dumps({"cpu": {"op_fixed_s": 1e-12, "forward_fixed_s": 2.0}}))
-    _, kept = remeasure_fixed_costs(min_time_s=0.02, profile_path=str(profile))
+    _, kept, before = remeasure_fixed_costs(min_time_s=0.02, profile_path=str(profile))
     assert kept is None and json.loads(profile.read_text())["cpu"] == {"op_fixed_s": 1e-12, "forward_fixed_s": 2.0}
+    assert before == {"op_fixed_s": 1e-12, "forward_fixed_s": 2.0}  # the section the probe was held against

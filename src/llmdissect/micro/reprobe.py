@@ -40,17 +40,18 @@ def quieter(stored: dict[str, Any], probe: dict[str, Any]) -> dict[str, float] |
     return {k: float(probe[k]) for k in PROBE_KEYS if isinstance(probe.get(k), (int, float))}
 
 
-def remeasure_fixed_costs(min_time_s: float = 0.2, timeout_s: float = 120,
-                          profile_path: str | None = None) -> tuple[dict[str, Any], dict[str, float] | None]:
+def remeasure_fixed_costs(min_time_s: float = 0.2, timeout_s: float = 120, profile_path: str | None = None
+                          ) -> tuple[dict[str, Any], dict[str, float] | None, dict[str, Any]]:
     """Run the probe in a child; store its set in the profile's `cpu` section if it is the
-    quieter one. Returns (the probe's output, what was stored or None)."""
+    quieter one. Returns (the probe's output, what was stored or None, the section before)."""
     from llmdissect.calibration_profile import load_profile, update_profile
     from llmdissect.launch import run_child
 
     result = run_child(TARGET, {"min_time_s": min_time_s}, timeout_s=timeout_s)
     if result.status != "ok" or not result.result:
         raise RuntimeError(f"fixed-cost probe ended {result.status}: {result.error or result.output_tail[-500:]}")
-    kept = quieter(load_profile(profile_path).get("cpu") or {}, result.result)
+    stored = load_profile(profile_path).get("cpu") or {}
+    kept = quieter(stored, result.result)
     if kept:
         update_profile({"cpu": kept}, profile_path)
-    return result.result, kept
+    return result.result, kept, stored

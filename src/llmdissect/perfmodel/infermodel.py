@@ -18,6 +18,7 @@ from llmdissect.perfmodel import comm, kvcache, moe
 from llmdissect.perfmodel import flops as fl
 from llmdissect.perfmodel.ceilings import Machine
 from llmdissect.perfmodel.layertime import (
+    forward_stream_bytes,
     head_forward_time_s,
     launch_bound,
     layer_elementwise_time_s,
@@ -61,25 +62,24 @@ def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp,
     the cache at that size, its attention FLOPs are the same."""
     net = mach.network
     kv_e = e if kv_e is None else kv_e
-    head_bytes = m.vocab_size * m.hidden_size * e / tp
     # the forward's fixed costs, hot or cold by the bytes it streams (layertime.cold_cache_scale)
-    c = with_cold_caches(mach.ceilings, m.num_layers * layer_weights / tp + head_bytes
-                         + kvcache.kv_cache_bytes(m, b, n_in, kv_e, tp))
+    c = with_cold_caches(mach.ceilings, forward_stream_bytes(m, layer_weights, e, tp,
+                                                             kvcache.kv_cache_bytes(m, b, n_in, kv_e, tp)))
     prefill = (m.num_layers * layer_forward_time_s(c, m, b, n_in, e, eager, layer_weights, tp, by_length=True,
                                                    with_cache=True)
                + head_forward_time_s(c, m, b, e, tp, with_loss=0)
                + comm.tensor_parallel_comm_s(net, b * n_in * m.hidden_size * e, tp, m.num_layers, 1)
                + c.generate_call_s)  # generate's set-up and the first token's pick
     ctx = n_in + n_out / 2
-    c = with_cold_caches(mach.ceilings, m.num_layers * layer_weights * moe.decode_weight_fraction(m, b) / tp
-                         + head_bytes + kvcache.kv_cache_bytes(m, b, ctx, kv_e, tp))
+    kv_read = kvcache.kv_cache_bytes(m, b, ctx, kv_e, tp)
     # b new tokens through every layer, reading the experts they reach (moe.decode_weight_fraction)
-    gemm = m.num_layers * layer_gemm_time_s(c, m, b, e, layer_weights * moe.decode_weight_fraction(m, b), tp)
+    step_weights = layer_weights * moe.decode_weight_fraction(m, b)
+    c = with_cold_caches(mach.ceilings, forward_stream_bytes(m, step_weights, e, tp, kv_read))
+    gemm = m.num_layers * layer_gemm_time_s(c, m, b, e, step_weights, tp)
     # MLA in transformers re-expands the whole cached latent at every step (moe.mla_expansion_flops)
     attn = attention_time_s(c, b * m.num_layers * (fl.layer_attention_flops_fwd(m, ctx)
                                                    + moe.mla_expansion_flops(m, ctx)) / tp,
-                            kvcache.kv_cache_bytes(m, b, ctx, kv_e, tp)
-                            + b * m.num_layers * moe.mla_expanded_kv_bytes(m, ctx, e) / tp)
+                            kv_read + b * m.num_layers * moe.mla_expanded_kv_bytes(m, ctx, e) / tp)
     head = head_forward_time_s(c, m, b, e, tp, with_loss=0)
     # a concatenating cache rewrites itself to append the step's keys and values
     append = concat * memory_time_s(c, kvcache.cache_append_bytes(m, b, ctx, kv_e, tp))

@@ -28,6 +28,7 @@ from llmdissect.perfmodel.roofline import (
     gemm_time_s,
     memory_time_s,
     op_time_s,
+    vmin,
 )
 from llmdissect.specs.models import ModelSpec
 
@@ -242,9 +243,15 @@ def cold_cache_scale(c: Ceilings, streamed_bytes):
     not measured."""
     if c.asynchronous or not c.op_fixed_s or c.op_fixed_cold_s <= c.op_fixed_s or not c.cache_bytes:
         return 1.0
-    share = streamed_bytes / (2 * c.cache_bytes)
-    share = share + (1 - share) * (share > 1)
+    share = vmin(streamed_bytes / (2 * c.cache_bytes), 1.0)
     return 1 + (c.op_fixed_cold_s / c.op_fixed_s - 1) * share
+
+
+def forward_stream_bytes(m: ModelSpec, layer_weights, e, tp, kv_bytes):
+    """What one inference forward streams through the caches on one device: every layer's
+    weights as read (`layer_weights`: a MoE step's reached experts only, as its caller counts
+    them), the output head and the KV cache's `kv_bytes`."""
+    return (m.num_layers * layer_weights + m.vocab_size * m.hidden_size * e) / tp + kv_bytes
 
 
 def with_cold_caches(c: Ceilings, streamed_bytes) -> Ceilings:

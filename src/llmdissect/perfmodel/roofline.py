@@ -18,6 +18,11 @@ def vmax(a, b):
     return a + (b - a) * (b > a)
 
 
+def vmin(a, b):
+    """min(a, b) for scalars or arrays, as vmax."""
+    return a + (b - a) * (b < a)
+
+
 @dataclass(frozen=True)
 class Ceilings:
     """What one device allows, with the efficiency of each operator class applied."""

@@ -23,6 +23,7 @@ from llmdissect.perfmodel import comm, kvcache, moe
 from llmdissect.perfmodel.ceilings import Machine
 from llmdissect.perfmodel.layertime import (
     cold_cache_scale,
+    forward_stream_bytes,
     head_forward_time_s,
     launch_bound,
     layer_elementwise_time_s,
@@ -48,7 +49,6 @@ class IterationTime:
         self.fixed = c.forward_fixed_s + step
         # one position (MLA's latent is not split), at the cache's element size
         self.kv_per_token = kvcache.kv_cache_bytes(m, 1, 1, e if kv_e is None else kv_e, tp)
-        self.head_bytes = m.vocab_size * m.hidden_size * e / tp
         self.flops_per_attn_unit = 4 * m.num_layers * m.q_dim / tp  # scores and x V, per query-key pair
         self._rows: dict[int, float] = {}
         self._heads: dict[int, float] = {}
@@ -83,8 +83,8 @@ class IterationTime:
         tp_comm = comm.tensor_parallel_comm_s(self.mach.network, tokens * m.hidden_size * self.e, self.tp,
                                               m.num_layers, 1)
         # the iteration's fixed costs, hot or cold by the bytes it streams (layertime.cold_cache_scale)
-        cold = cold_cache_scale(self.c, m.num_layers * self.w * moe.decode_weight_fraction(m, tokens) / self.tp
-                                + self.head_bytes + attn_bytes)
+        cold = cold_cache_scale(self.c, forward_stream_bytes(m, self.w * moe.decode_weight_fraction(m, tokens),
+                                                             self.e, self.tp, attn_bytes))
         fixed = m.num_layers * (layer_forward_ops(m) * self.c.op_fixed_s + self.c.cache_update_s)
         return (m.num_layers * launch_bound(self.c, per_layer, 0, cold * fixed / m.num_layers) + tp_comm
                 + self._head_time(logits) + cold * (self.fixed + self.per_seq * seqs))

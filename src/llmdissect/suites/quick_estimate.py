@@ -31,13 +31,13 @@ def _estimates(ctx: QuickContext) -> None:
 
 
 def _fixed_costs(ctx: QuickContext) -> None:
-    from llmdissect.calibration_profile import load_profile
+    from llmdissect.console import human_seconds
     from llmdissect.micro.reprobe import remeasure_fixed_costs
 
-    before = (load_profile().get("cpu") or {}).get("op_fixed_s")
-    probe, kept = remeasure_fixed_costs()
-    was = f"{before * 1e6:.1f} us" if isinstance(before, (int, float)) else "none"
-    ctx.log(f"fixed costs again: {probe['op_fixed_s'] * 1e6:.1f} us an operator against peak's {was}; "
+    probe, kept, stored = remeasure_fixed_costs()
+    before = stored.get("op_fixed_s")
+    was = human_seconds(before) if isinstance(before, (int, float)) else "none"
+    ctx.log(f"fixed costs again: {human_seconds(probe['op_fixed_s'])} an operator against peak's {was}; "
             + ("this quieter set is stored" if kept else "peak's set stays"))
 
 

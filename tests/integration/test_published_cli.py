@@ -18,10 +18,13 @@ from llmdissect.results import open_store
 # Llama 2 70B TP4 128-token TTFT row (47 ms, predicted 0.63x) was added beside its 2048-token row: a row of
 # the same table left out before, not a change to the model; approximate's from 0.613 to 0.607 with the three
 # H100 FP8 rows of that table; then 0.137 and 0.620 with NeMo AutoModel's four Qwen2.5 32B LoRA rows (0.94-1.04x).
-HELD = {"infer": {"median_abs_error": 0.046, "within_1.25x": 0.789},
+# infer 0.046/0.789 -> 0.050/0.783 and overall 0.040/0.878 -> 0.042/0.865 with the other four Llama rows of
+# TensorRT-LLM v0.6.1's A100 throughput table (0.88x, 1.04x, 0.94x, and 70B TP4 batch 240 128 -> 2048 at 1.85x):
+# the rest of a table the set already held, added whatever their ratio.
+HELD = {"infer": {"median_abs_error": 0.050, "within_1.25x": 0.782},
         "pretrain": {"median_abs_error": 0.034, "within_1.25x": 1.0},
         "finetune": {"median_abs_error": 0.078, "within_1.25x": 1.0}}
-OVERALL = {"median_abs_error": 0.040, "within_1.25x": 0.878}
+OVERALL = {"median_abs_error": 0.042, "within_1.25x": 0.864}
 APPROXIMATE = {"median_abs_error": 0.138, "within_1.25x": 0.620}
 
 

@@ -159,3 +159,5 @@ def test_quick_suite_lists_the_infer_step():
     points = quick_points()
     assert {p.quant for p in points} == {"none", "int8-weight"} and {p.input_len for p in points} == {32, 128}
     assert len({p.batch for p in points}) >= 2 and all(p.model == "tiny-llama" for p in points)
+    # a median that one slow call cannot move: at least three timed calls a point
+    assert all(p.repeats >= 3 and p.warmup >= 1 for p in points)

@@ -41,6 +41,7 @@ def _experts_efficiency(ctx: QuickContext) -> None:
 
 def _moe(ctx: QuickContext) -> None:
     from llmdissect.errors import UserError
+    from llmdissect.suites.quick_infer import TIMED_CALLS
     from llmdissect.suites.quick_train import run_and_log
     from llmdissect.workloads.infer_launch import expand_grid, run_point
 
@@ -48,7 +49,7 @@ def _moe(ctx: QuickContext) -> None:
     run_and_log(ctx, mn.PRETRAIN, TRAIN)
     (point,) = expand_grid(model=MODEL, batch=[INFER["batch"]], input_len=[INFER["input_len"]],
                            output_len=[INFER["output_len"]], quant=["none"], dtype="fp32", attn="sdpa",
-                           cache=["dynamic"], compile=False, warmup=1, repeats=2)
+                           cache=["dynamic"], compile=False, warmup=1, repeats=TIMED_CALLS)
     record, _ = run_point(point, TIMEOUT_S)
     ctx.save(record)
     if record.status != "ok":

@@ -21,7 +21,8 @@ sequence's iteration is timed again with the probe model built DEEP layers deep:
 
 The serving simulation adds step + layers x layer_s + seqs x seq_s to each iteration of the
 `transformers` profile (perfmodel.servestep). Each time is the least of BLOCKS medians of the
-decode gaps of every request (the first token, the prompt's, is left out).
+decode gaps of every request (the first token, the prompt's, is left out); the six timings take
+turns, block by block, so that a slow stretch of the machine costs each one block.
 """
 from __future__ import annotations
 
@@ -34,8 +35,11 @@ PROMPT_TOKENS = 16
 NEW_TOKENS = 12
 MANY = 8
 DEEP = 6
-BLOCKS = 3
-"""Each timing is the least of this many medians."""
+BLOCKS = 5
+"""Each timing is the least of this many medians, its blocks interleaved with the others' (in
+one quick-suite round of 2026-12-07 the deep model's blocks, timed one after another before
+the rest, all fell in one slow stretch: 555 us a layer against 108 and 216 in the next two
+rounds and 69 in a quiet one, and serving's TPOT was priced 2x)."""
 
 
 def _decode_gaps(outputs: dict) -> list[float]:
@@ -63,37 +67,42 @@ def measure_serve_engine(device: str = "cpu", seed: int = 0) -> dict[str, Any]:
     gen = torch.Generator().manual_seed(seed)
     config = GenerationConfig(max_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=-1, pad_token_id=0)
     cb = ContinuousBatchingConfig(num_blocks=64, max_batch_tokens=256)
-    model = build_model(dataclasses.replace(spec, num_layers=DEEP), dtype="fp32", attn="sdpa", device=device,
-                        seed=seed).eval()
+    deep_model = build_model(dataclasses.replace(spec, num_layers=DEEP), dtype="fp32", attn="sdpa", device=device,
+                             seed=seed).eval()
+    model = build_model(spec, dtype="fp32", attn="sdpa", device=device, seed=seed).eval()
 
-    def iteration(n: int) -> float:
+    def iteration(net, n: int) -> float:
         prompts = [torch.randint(3, spec.vocab_size, (PROMPT_TOKENS,), generator=gen).tolist() for _ in range(n)]
-        out = model.generate_batch(prompts, generation_config=config, continuous_batching_config=cb,
-                                   record_timestamps=True, progress_bar=False)
+        out = net.generate_batch(prompts, generation_config=config, continuous_batching_config=cb,
+                                 record_timestamps=True, progress_bar=False)
         return statistics.median(_decode_gaps(out))
 
-    def forward(n: int) -> float:
+    def forward(net, n: int) -> float:
         ids = torch.randint(3, spec.vocab_size, (n, PROMPT_TOKENS), generator=gen)
         token = torch.randint(3, spec.vocab_size, (n, 1), generator=gen)
         with torch.no_grad():
-            cache = model(ids, use_cache=True).past_key_values
+            cache = net(ids, use_cache=True).past_key_values
             times = []
             for _ in range(3 + NEW_TOKENS):
                 start = time.perf_counter()
-                model(token, past_key_values=cache, use_cache=True)
+                net(token, past_key_values=cache, use_cache=True)
                 times.append(time.perf_counter() - start)
                 cache.crop(-1)
         return statistics.median(times[3:])
 
-    def least(fn, n: int) -> float:  # a jitter spike on a shared machine is as long as these costs
-        return min(fn(n) for _ in range(BLOCKS))
-
-    iteration(1)  # the first call sets the engine up
-    deep = max(0.0, least(iteration, 1) - least(forward, 1))
-    model = build_model(spec, dtype="fp32", attn="sdpa", device=device, seed=seed).eval()
-    iteration(1)
-    t1, tn = least(iteration, 1), least(iteration, MANY)
-    f1, fn = least(forward, 1), least(forward, MANY)
+    timings = {"deep_iteration": lambda: iteration(deep_model, 1), "deep_forward": lambda: forward(deep_model, 1),
+               "iteration_1": lambda: iteration(model, 1), "forward_1": lambda: forward(model, 1),
+               "iteration_many": lambda: iteration(model, MANY), "forward_many": lambda: forward(model, MANY)}
+    iteration(deep_model, 1)  # the first call sets the engine up
+    iteration(model, 1)
+    blocks: dict[str, list[float]] = {k: [] for k in timings}
+    for _ in range(BLOCKS):  # interleaved: a slow stretch costs one block of each, not every block of one
+        for key, timed in timings.items():
+            blocks[key].append(timed())
+    # a jitter spike on a shared machine is as long as these costs: each timing is its quietest block
+    least = {k: min(v) for k, v in blocks.items()}
+    t1, tn, f1, fn = least["iteration_1"], least["iteration_many"], least["forward_1"], least["forward_many"]
+    deep = max(0.0, least["deep_iteration"] - least["deep_forward"])
     return {**engine_costs(t1 - f1, tn - fn, deep, spec.num_layers), "serve_iteration_1_s": t1,
             f"serve_iteration_{MANY}_s": tn, "serve_forward_1_s": f1, f"serve_forward_{MANY}_s": fn,
             f"serve_engine_{DEEP}_layers_s": deep, "serve_engine": "transformers"}

@@ -32,6 +32,8 @@ def estimate(
     attn: str = typer.Option("sdpa", "--attn", help="eager | sdpa | flash."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree."),
     pp: Optional[int] = typer.Option(None, "--pp", help="Pipeline-parallel degree [1]."),
+    pp_virtual: Optional[int] = typer.Option(None, "--pp-virtual", help="Model chunks on each pipeline device: "
+                                             "> 1 is Megatron-LM's interleaved 1F1B (training) [1]."),
     ep: Optional[int] = typer.Option(None, "--ep", help="Expert-parallel degree (training, MoE models): the routed "
                                      "experts split over ep data-parallel ranks [1]."),
     optimizer: Optional[str] = typer.Option(None, "--optimizer",
@@ -148,7 +150,8 @@ def show_estimate(est, record_id: str | None) -> None:
     m, c = est.metrics, est.config
     title = (f"Estimate: {est.kind} {c['model']} on {c['hardware']} ({c['dtype']}"
              + (f", ZeRO-{c['zero']}, offload {c['offload']}, recompute {c['recompute']}" if "zero" in c else "")
-             + f", attn {c['attn']}, tp {c['tp']}" + (f", pp {c['pp']}" if "pp" in c else "") + ")")
+             + f", attn {c['attn']}, tp {c['tp']}" + (f", pp {c['pp']}" if "pp" in c else "")
+             + (f" x {c['pp_virtual']} chunks (interleaved)" if "pp_virtual" in c else "") + ")")
     rows = [(f"memory.{k}", human_bytes(m[mn.MEMORY][k])) for k in MEMORY_ROWS if k in m[mn.MEMORY]]
     for k, v in (m.get(mn.TIME) or {}).items():
         rows.append((f"time.{k}", human_seconds(v)))

@@ -159,12 +159,16 @@ def eager_mask_bytes(m: ModelSpec, b, s, e, eager, recompute_level):
     return eager * (recompute_level >= 2) * b * s * s * e
 
 
-def activation_bytes(m: ModelSpec, b, s, e, eager, recompute_level, tp=1, pp=1):
+def activation_bytes(m: ModelSpec, b, s, e, eager, recompute_level, tp=1, pp=1, pp_virtual=1):
     """What the forward leaves alive for backward on one device: saved tensors of its layers,
     embedding output, final norm and the loss's log-softmax. Under 1F1B pipeline parallelism
     the first stage holds `pp` micro-batches of L / pp layers (arXiv 2205.05198, sec. 4.2.3),
-    i.e. L layers' worth, so `pp` does not divide the layer term."""
-    layers = m.num_layers * saved_layer_bytes(m, b, s, e, eager, recompute_level, tp)
+    i.e. L layers' worth, so `pp` does not divide the layer term; interleaved over `pp_virtual`
+    chunks a device it holds v p + p - 1 chunks of L / (p v) layers in its warm-up (Megatron's
+    schedule: 2 (p - 1) + (v - 1) p warm-up chunks, then one), L (1 + (p - 1) / (p v)) layers'
+    worth (the same section's factor)."""
+    interleaved = (pp_virtual > 1) * (pp - 1) / (pp * pp_virtual)
+    layers = m.num_layers * (1 + interleaved) * saved_layer_bytes(m, b, s, e, eager, recompute_level, tp)
     edges = (embedding_output_bytes(m, b, s, e) + rmsnorm_bytes(m, b, s, e) + rope_table_bytes(m, s, e)
              + eager_mask_bytes(m, b, s, e, eager, recompute_level))
     return layers + edges + logits_bytes(m, b, s, e) / pp

@@ -150,6 +150,14 @@ def pipeline_bubble_fraction(pp, micro_batches):
     return (pp - 1) / (micro_batches + pp - 1)
 
 
+def interleaved_bubble_micro_batches(pp, virtual=1):
+    """The pipeline bubble of 1F1B, in micro-batch times: p - 1 with one model chunk a device,
+    (p - 1) / v with v chunks a device (Megatron-LM's interleaved schedule; Narayanan et al.,
+    arXiv 2104.04473, sec. 2.2.2: bubble time (p - 1)(t_f + t_b) / v, with v times the
+    point-to-point communication)."""
+    return (pp - 1) / virtual
+
+
 def exposed_s(comm_s, compute_s, overlap):
     """Communication left on the critical path when `overlap` of it hides behind compute."""
     hidden = overlap * (comm_s + (compute_s - comm_s) * (compute_s < comm_s))

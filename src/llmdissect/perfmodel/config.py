@@ -72,6 +72,16 @@ DEEPSPEED_BUCKET_ELEMENTS = 5e8
 config docs, "ZeRO Optimizations": 5e8)."""
 
 
+def _check_virtual_stages(m: ModelSpec, pp: int, virtual: int) -> None:
+    """Megatron-LM's interleaved schedule splits each stage into `virtual` chunks of equal depth."""
+    _positive(pp_virtual=virtual)
+    if virtual > 1 and pp < 2:
+        raise UserError(f"--pp-virtual {virtual} interleaves pipeline stages: give --pp 2 or more")
+    if virtual > 1 and m.num_layers % (pp * virtual):
+        raise UserError(f"--pp {pp} x --pp-virtual {virtual} = {pp * virtual} chunks do not divide the "
+                        f"{m.num_layers} layers of {m.name}")
+
+
 def sharded_collective_calls(m: ModelSpec, fsdp, deepspeed, tp=1, pp=1):
     """Collectives per sharded pass: FSDP2 gathers and reduces each decoder layer on its own
     (engines/wrap.py wraps every layer, then the root); DeepSpeed fills buckets of
@@ -119,6 +129,8 @@ class TrainSetup:
     attn: str = "sdpa"
     tp: int = 1
     pp: int = 1
+    pp_virtual: int = 1
+    """Model chunks on each pipeline device: Megatron-LM's interleaved 1F1B schedule when > 1."""
     ep: int = 1
     """Expert-parallel degree: the routed experts split over ep of the data-parallel ranks."""
     optimizer: str = "adamw"
@@ -165,6 +177,7 @@ class TrainSetup:
         if quant != "none" and not self.lora_rank:
             raise UserError(f"--quant {quant} freezes the base weights: give --lora-rank (QLoRA)")
         object.__setattr__(self, "dp", _check_parallel(self.model, self.platform, self.tp, self.pp))
+        _check_virtual_stages(self.model, self.pp, self.pp_virtual)
         check_expert_parallel(self.model, self.ep, self.dp)
 
     @property
@@ -216,6 +229,8 @@ class TrainSetup:
                 c["lora_dropout"] = self.lora_dropout
         if self.ep > 1:
             c["ep"] = self.ep
+        if self.pp_virtual > 1:  # measured runs have one chunk a stage: only a departure is a key
+            c["pp_virtual"] = self.pp_virtual
         if self.precision != "mixed":  # measured runs are mixed (autocast): only a departure is a key
             c["precision"] = self.precision
         return c

@@ -77,7 +77,7 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
               rc=RECOMPUTE_LEVEL[setup.recompute], zero=setup.zero, off=OFFLOAD_LEVEL[setup.offload],
               tp=setup.tp, pp=setup.pp, dp=setup.dp, optimizer=setup.optimizer, lora=lora,
               lora_params=lora_params, frozen_weight_bytes=frozen, pure=int(setup.precision == "pure"),
-              ep=setup.ep)
+              ep=setup.ep, pp_virtual=setup.pp_virtual)
     memory = _plain(train_memory(m, mach, **kw))
     host_total = memory.pop("host_bytes") * setup.platform.num_devices
     memory["host_total_bytes"] = host_total

@@ -19,8 +19,8 @@ from llmdissect.errors import UserError
 KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER, mn.SERVE)
 ANALYTICAL_KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER)
 """What run_estimate answers with the closed-form model (a suite's `estimate` entries)."""
-TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp", "ep", "lora_rank",
-              "lora_dropout", "optimizer", "precision", "engine")
+TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp", "pp_virtual", "ep",
+              "lora_rank", "lora_dropout", "optimizer", "precision", "engine")
 INFER_ONLY = ("batch", "cache")
 WEIGHTS = ("group_size", "kv_dtype")
 """Options of the served weights and cache: inference and serving take them, training does not."""
@@ -32,9 +32,9 @@ NOT_FOR = {mn.PRETRAIN: INFER_ONLY + WEIGHTS + LENGTHS + SERVE_ONLY,
            mn.FINETUNE: INFER_ONLY + WEIGHTS + LENGTHS + SERVE_ONLY,
            mn.INFER: TRAIN_ONLY + SERVE_ONLY, mn.SERVE: TRAIN_ONLY + INFER_ONLY}
 """The options each kind refuses (one line, exit 2)."""
-POSITIVE = ("gpus", "tp", "pp", "ep", "micro_batch", "seq", "grad_accum", "batch", "input_len", "output_len",
-            "group_size", "max_num_seqs", "max_batched_tokens", "block_size", "num_blocks", "replicas", "num_prompts",
-            "max_concurrency", "trace_block_tokens")
+POSITIVE = ("gpus", "tp", "pp", "pp_virtual", "ep", "micro_batch", "seq", "grad_accum", "batch", "input_len",
+            "output_len", "group_size", "max_num_seqs", "max_batched_tokens", "block_size", "num_blocks", "replicas",
+            "num_prompts", "max_concurrency", "trace_block_tokens")
 
 
 class EstimateRequest(BaseModel):
@@ -71,6 +71,9 @@ class EstimateRequest(BaseModel):
     """Tensor-parallel degree."""
     pp: Optional[int] = None
     """Pipeline-parallel degree [1] (training)."""
+    pp_virtual: Optional[int] = None
+    """Model chunks on each pipeline device [1] (training): > 1 is Megatron-LM's interleaved 1F1B,
+    whose bubble is (pp - 1) / pp_virtual micro-batches; pp x pp_virtual must divide the layers."""
     ep: Optional[int] = None
     """Expert-parallel degree [1] (training, MoE models): the routed experts split over ep of
     the data-parallel ranks; it must divide the experts and the data-parallel degree."""
@@ -194,7 +197,8 @@ def estimate_for(request: EstimateRequest, model, profile: dict[str, Any], expli
     setup = TrainSetup(kind=r.kind, micro_batch=r.micro_batch or 1,
                        seq=r.seq or min(2048, model.max_position_embeddings), grad_accum=r.grad_accum or 1,
                        zero=r.zero if r.zero is not None else 0, offload=r.offload or "none",
-                       recompute=r.recompute or "none", pp=r.pp or 1, ep=r.ep or 1, optimizer=r.optimizer or "adamw",
+                       recompute=r.recompute or "none", pp=r.pp or 1,
+                       pp_virtual=r.pp_virtual or 1, ep=r.ep or 1, optimizer=r.optimizer or "adamw",
                        lora_rank=r.lora_rank or 0, lora_targets=targets, lora_dropout=r.lora_dropout or "none",
                        engine_name=r.engine or "auto",
                        precision=r.precision or "mixed", **common)

@@ -4,7 +4,8 @@ Per device and per optimizer step of `grad_accum` micro-batches (arguments as
 config.TrainSetup; choices as numbers: eager 0/1, recompute 0 none / 1 selective / 2 full,
 offload 0 none / 1 optimizer / 2 params, lora 0/1):
 
-    step = (m + p - 1) x t_micro                   1F1B with its pipeline bubble
+    step = (m + (p - 1) / v) x t_micro             1F1B with its pipeline bubble (v model chunks a
+                                                   device: the interleaved schedule)
            + exposed data-parallel / ZeRO comm     (overlap fraction hidden in backward)
            + optimizer (on device, or CPU Adam plus PCIe traffic when offloaded)
     t_micro = forward + backward (2x forward GEMMs for full training, 1x for a frozen base)
@@ -43,7 +44,7 @@ def framework_bytes(mach: Machine, tensors_bytes):
 
 
 def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
-                 optimizer, lora, lora_params, frozen_weight_bytes, pure=0, ep=1):
+                 optimizer, lora, lora_params, frozen_weight_bytes, pure=0, ep=1, pp_virtual=1):
     """Per-device memory (bytes) of a training step; dict of scalars or arrays. `pure` 1:
     16-bit weights, gradients and optimizer states, no fp32 master (states.py). Expert
     parallelism `ep` keeps 1/ep of the routed experts on each device (moe.py)."""
@@ -62,7 +63,7 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     p, g, o = p + px, g + gx, o + ox
     frozen = lora * frozen_weight_bytes / shard / (1 + (zero >= 3) * (dp - 1))
     params = p + frozen
-    activations = act.activation_bytes(m, b, s, e, eager, rc, tp, pp)
+    activations = act.activation_bytes(m, b, s, e, eager, rc, tp, pp, pp_virtual)
     grad_fraction = (1 - lora) * (off < 1) / (1 + (zero >= 2) * (dp - 1)) / pp
     persistent = (ga > 1) * (zero < 2) * (off < 1) * (1 - lora)
     is_gpu = mach.platform.device.kind == "gpu"
@@ -82,7 +83,7 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
 
 def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
                optimizer, lora, lora_params, frozen_weight_bytes, layer_weight_bytes, sharded_calls=1, flat=0,
-               pure=0, ep=1, lora_rank=0, lora_targets=(), lora_dropout=0, fsdp=0):
+               pure=0, ep=1, lora_rank=0, lora_targets=(), lora_dropout=0, fsdp=0, pp_virtual=1):
     """Per-step times (s), throughput and MFU; needs `mach.ceilings`. `layer_weight_bytes`
     is one decoder layer's weights as stored (quantized under QLoRA); `sharded_calls` how many
     collectives a sharded (ZeRO-2/3) pass splits its traffic into (one per wrapped layer
@@ -92,7 +93,9 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     (op_costs.sharding_copies) run at the element-wise memory rate, a fixed cost per call.
     LoRA's adapters (`lora_rank`, resolved `lora_targets`, `lora_dropout` an index into
     op_costs.LORA_DROPOUTS) run beside the frozen layers in every pass at their roofline
-    (layertime.layer_adapter_time_s); with no targets given, at their FLOPs alone."""
+    (layertime.layer_adapter_time_s); with no targets given, at their FLOPs alone.
+    `pp_virtual` model chunks on each pipeline device (Megatron-LM's interleaved 1F1B) shrink the
+    bubble and multiply the pipeline sends (comm.interleaved_bubble_micro_batches)."""
     c, net = mach.ceilings, mach.network
     layers = m.num_layers / pp
     tokens = b * s
@@ -121,7 +124,8 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     act_bytes = tokens * m.hidden_size * e
     tp_comm = comm.tensor_parallel_comm_s(net, act_bytes, tp, layers, 2 + (rc == 2))
     pp_net = comm.pipeline_network(net, mach.scale_out, mach.node_devices, tp, pp)
-    pp_comm = (pp > 1) * 2 * comm.p2p_time_s(pp_net, act_bytes)
+    # a micro-batch crosses v x p - 1 stage boundaries instead of p - 1: v sends each way a device
+    pp_comm = (pp > 1) * 2 * pp_virtual * comm.p2p_time_s(pp_net, act_bytes)
     # expert parallelism: dispatch and combine all-to-alls in each MoE layer, forward and backward
     ep_net = comm.group_network(net, mach.scale_out, mach.node_devices, ep, tp * pp)
     ep_comm = moe.all_to_all_time_s(ep_net, m, tokens, ep, e, m.moe_layers / pp, 4 + 2 * (rc == 2))
@@ -136,7 +140,8 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     bwd = bwd + memory_time_s(c, 2 * (copies.bwd_weights * weight_bytes + copies.bwd_grads * grad_bytes)) \
         + copies.bwd_calls * tensors * c.op_fixed_s
     t_micro = fwd + bwd + recompute + tp_comm + pp_comm + ep_comm
-    compute = (ga + pp - 1) * t_micro
+    bubble = comm.interleaved_bubble_micro_batches(pp, pp_virtual)
+    compute = (ga + bubble) * t_micro
     dp_net = comm.group_network(net, mach.scale_out, mach.node_devices, dp, tp * pp)
     dp_comm = comm.data_parallel_comm_s(dp_net, zero, psi_shard * e, psi_shard * e + frozen_shard, dp, ga,
                                         calls=sharded_calls)
@@ -167,7 +172,7 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     return {mn.TIME: {mn.STEP_S: step, mn.FORWARD_S: ga * fwd, mn.BACKWARD_S: ga * (bwd + recompute),
                       mn.OPTIMIZER_S: optimizer_s + param_fetch,
                       mn.COMM_S: ga * (tp_comm + pp_comm + ep_comm) + exposed,
-                      "bubble_s": (pp - 1) * t_micro},
+                      "bubble_s": bubble * t_micro},
             mn.TOKENS_PER_S: tokens_per_s, mn.TOKENS_PER_S_PER_DEVICE: tokens_per_s / devices,
             mn.MFU: tokens_per_s * mfpt / peak_total, mn.HFU: tokens_per_s * hfpt / peak_total,
             mn.MODEL_FLOPS_PER_TOKEN: mfpt, "comm_total_s": dp_comm}

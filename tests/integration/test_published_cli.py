@@ -9,11 +9,12 @@ from llmdissect.results import open_store
 
 # The shipped set's figures on the exactly expressed points (docs/published.md); a change to
 # perfmodel/ or to the set that makes either worse fails here. Raise them as the model improves.
-# finetune has two exactly expressed points (NeMo AutoModel's Llama 3.1 8B and Qwen2.5 7B LoRA rows on one
-# H100, 1.07x and 1.09x); torchtune's tables give the sequence length as a cap or run torch.compile, NeMo
-# AutoModel's 70B rows run an interleaved pipeline or torch.compile, and the DGX Cloud recipe's rows pack
-# SQuAD, so theirs are approximate. The finetune figure was 0.151 on the 8B row alone until the defaults
-# took the GPU's architecture (Hopper: its MAMF's GEMM ceiling and FlashAttention-2's 35 %).
+# finetune has three exactly expressed points (NeMo AutoModel's Llama 3.1 8B and Qwen2.5 7B LoRA rows on one
+# H100, 1.07x and 1.09x, and its Qwen2.5 32B PP4 x 8 virtual stages row on 16, below); torchtune's tables give
+# the sequence length as a cap or run torch.compile, NeMo AutoModel's 70B rows flush their pipeline several
+# times a step or run torch.compile, and the DGX Cloud recipe's rows pack SQuAD, so theirs are approximate.
+# The finetune figure was 0.151 on the 8B row alone until the defaults took the GPU's architecture
+# (Hopper: its MAMF's GEMM ceiling and FlashAttention-2's 35 %).
 # infer and overall's within-1.25x went from 0.833 and 0.906 to 0.789 and 0.879 when TensorRT-LLM's A100
 # Llama 2 70B TP4 128-token TTFT row (47 ms, predicted 0.63x) was added beside its 2048-token row: a row of
 # the same table left out before, not a change to the model; approximate's from 0.613 to 0.607 with the three
@@ -21,11 +22,17 @@ from llmdissect.results import open_store
 # infer 0.046/0.789 -> 0.050/0.783 and overall 0.040/0.878 -> 0.042/0.865 with the other four Llama rows of
 # TensorRT-LLM v0.6.1's A100 throughput table (0.88x, 1.04x, 0.94x, and 70B TP4 batch 240 128 -> 2048 at 1.85x):
 # the rest of a table the set already held, added whatever their ratio.
+# With Megatron-LM's interleaved schedule modelled (--pp-virtual), SC21's 76B-530B rows express their
+# --num-layers-per-virtual-pipeline-stage, and they and the 39B and 1T rows lose the vague "schedule may differ"
+# gap: six rows moved from approximate to exact at 1.00-1.08x (pretrain 12 -> 18 points, median 0.034 -> 0.036);
+# NeMo AutoModel's Qwen2.5 32B 16-GPU row, whose one gap was its 8 virtual stages, is exact at 1.26x (finetune
+# 0.077/1.0 -> 0.087/0.667 on 3 points); approximate 0.137/0.620 -> 0.153/0.596 (the rows that left it were its
+# closest, and the interleaved bubble takes NeMo's 70B rows from 1.34-1.63x to 1.56-1.76x).
 HELD = {"infer": {"median_abs_error": 0.050, "within_1.25x": 0.782},
-        "pretrain": {"median_abs_error": 0.034, "within_1.25x": 1.0},
-        "finetune": {"median_abs_error": 0.078, "within_1.25x": 1.0}}
-OVERALL = {"median_abs_error": 0.042, "within_1.25x": 0.864}
-APPROXIMATE = {"median_abs_error": 0.138, "within_1.25x": 0.620}
+        "pretrain": {"median_abs_error": 0.037, "within_1.25x": 1.0},
+        "finetune": {"median_abs_error": 0.088, "within_1.25x": 0.666}}
+OVERALL = {"median_abs_error": 0.045, "within_1.25x": 0.863}
+APPROXIMATE = {"median_abs_error": 0.153, "within_1.25x": 0.596}
 
 
 def test_every_shipped_point_has_its_source_and_loads():

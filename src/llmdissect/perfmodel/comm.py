@@ -158,6 +158,14 @@ def interleaved_bubble_micro_batches(pp, virtual=1):
     return (pp - 1) / virtual
 
 
+def ring_attention_bytes(m, b, s_local, e, tp, cp):
+    """What one device receives per layer in a context-parallel attention forward: the keys and
+    values of the other cp - 1 sequence chunks, b x s / cp tokens each, passed around the ring
+    (ring attention, Liu et al., arXiv 2310.01889; Megatron-Core's and torchtitan's context
+    parallelism). The backward passes them again with their gradients: twice the bytes."""
+    return (cp - 1) * b * s_local * 2 * m.num_kv_heads * m.head_dim / tp * e
+
+
 def exposed_s(comm_s, compute_s, overlap):
     """Communication left on the critical path when `overlap` of it hides behind compute."""
     hidden = overlap * (comm_s + (compute_s - comm_s) * (compute_s < comm_s))

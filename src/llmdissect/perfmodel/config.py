@@ -82,6 +82,23 @@ def _check_virtual_stages(m: ModelSpec, pp: int, virtual: int) -> None:
                         f"{m.num_layers} layers of {m.name}")
 
 
+def _check_context_parallel(cp: int, dp: int, seq: int, attn: str, tp: int, pp: int) -> int:
+    """Validate context parallelism; returns the data-parallel degree left beside it. The
+    sequence splits into 2 cp chunks, two a rank, so that causal attention's work is balanced
+    (Megatron-Core: the sequence length must be divisible by 2 x cp)."""
+    _positive(cp=cp)
+    if cp == 1:
+        return dp
+    if dp % cp:
+        raise UserError(f"--tp {tp} x --pp {pp} x --cp {cp} = {tp * pp * cp} does not divide the devices")
+    if seq % (2 * cp):
+        raise UserError(f"--seq {seq} does not split into 2 x --cp {cp} = {2 * cp} equal chunks")
+    if attn == "eager":
+        raise UserError("--cp passes keys and values around a ring of fused attention kernels: "
+                        "use --attn sdpa or flash")
+    return dp // cp
+
+
 def sharded_collective_calls(m: ModelSpec, fsdp, deepspeed, tp=1, pp=1):
     """Collectives per sharded pass: FSDP2 gathers and reduces each decoder layer on its own
     (engines/wrap.py wraps every layer, then the root); DeepSpeed fills buckets of
@@ -131,6 +148,8 @@ class TrainSetup:
     pp: int = 1
     pp_virtual: int = 1
     """Model chunks on each pipeline device: Megatron-LM's interleaved 1F1B schedule when > 1."""
+    cp: int = 1
+    """Context-parallel degree: each sequence split over cp devices, its attention a ring."""
     ep: int = 1
     """Expert-parallel degree: the routed experts split over ep of the data-parallel ranks."""
     optimizer: str = "adamw"
@@ -178,6 +197,8 @@ class TrainSetup:
             raise UserError(f"--quant {quant} freezes the base weights: give --lora-rank (QLoRA)")
         object.__setattr__(self, "dp", _check_parallel(self.model, self.platform, self.tp, self.pp))
         _check_virtual_stages(self.model, self.pp, self.pp_virtual)
+        object.__setattr__(self, "dp", _check_context_parallel(self.cp, self.dp, self.seq, self.attn, self.tp,
+                                                               self.pp))
         check_expert_parallel(self.model, self.ep, self.dp)
 
     @property
@@ -231,6 +252,8 @@ class TrainSetup:
             c["ep"] = self.ep
         if self.pp_virtual > 1:  # measured runs have one chunk a stage: only a departure is a key
             c["pp_virtual"] = self.pp_virtual
+        if self.cp > 1:
+            c["cp"] = self.cp
         if self.precision != "mixed":  # measured runs are mixed (autocast): only a departure is a key
             c["precision"] = self.precision
         return c

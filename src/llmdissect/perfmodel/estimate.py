@@ -73,9 +73,11 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
         raise UserError(f"--quant {quant} is an inference option (FP8 training is not modelled)")
     frozen = wt.model_weight_bytes(m, quant, e) if lora else 0
     layer_bytes = wt.layer_read_bytes(m, quant, e)
-    kw = dict(b=setup.micro_batch, s=setup.seq, ga=setup.grad_accum, e=e, eager=int(setup.attn == "eager"),
+    # context parallelism: each device runs its 1 / cp of every sequence, and the cp ranks hold
+    # the same weights, so ZeRO shards and gradients reduce over dp x cp of them
+    kw = dict(b=setup.micro_batch, s=setup.seq // setup.cp, ga=setup.grad_accum, e=e, eager=int(setup.attn == "eager"),
               rc=RECOMPUTE_LEVEL[setup.recompute], zero=setup.zero, off=OFFLOAD_LEVEL[setup.offload],
-              tp=setup.tp, pp=setup.pp, dp=setup.dp, optimizer=setup.optimizer, lora=lora,
+              tp=setup.tp, pp=setup.pp, dp=setup.dp * setup.cp, optimizer=setup.optimizer, lora=lora,
               lora_params=lora_params, frozen_weight_bytes=frozen, pure=int(setup.precision == "pure"),
               ep=setup.ep, pp_virtual=setup.pp_virtual)
     memory = _plain(train_memory(m, mach, **kw))
@@ -90,13 +92,17 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
         t = train_time(m, mach, layer_weight_bytes=layer_bytes, sharded_calls=setup.sharded_calls,
                        flat=int(setup.flat_optimizer), fsdp=int(setup.engine == "fsdp"),
                        lora_rank=setup.lora_rank, lora_targets=targets,
-                       lora_dropout=LORA_DROPOUTS.index(setup.lora_dropout), **kw)
+                       lora_dropout=LORA_DROPOUTS.index(setup.lora_dropout), cp=setup.cp, **kw)
         metrics["comm_total_s"] = float(t.pop("comm_total_s"))
         metrics.update(_plain(t))
     else:
         metrics.update({mn.TIME: None, mn.TOKENS_PER_S: None, mn.MFU: None})
         from llmdissect.perfmodel import flops as fl
         metrics[mn.MODEL_FLOPS_PER_TOKEN] = float(fl.model_flops_per_token(m, setup.seq, lora_params))
+    if setup.cp > 1:
+        notes.append(f"--cp {setup.cp}: each device holds {setup.seq // setup.cp} tokens of every sequence; the "
+                     "attention's keys and values pass around a ring of the cp ranks behind its compute (what "
+                     "outlasts it shows in comm_s); ZeRO shards and gradients span dp x cp ranks")
     fits = memory[mn.TOTAL_BYTES] <= setup.platform.device.memory_bytes
     host_cap = setup.platform.host_memory_bytes
     if setup.offload != "none":

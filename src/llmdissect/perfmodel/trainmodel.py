@@ -83,7 +83,7 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
 
 def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
                optimizer, lora, lora_params, frozen_weight_bytes, layer_weight_bytes, sharded_calls=1, flat=0,
-               pure=0, ep=1, lora_rank=0, lora_targets=(), lora_dropout=0, fsdp=0, pp_virtual=1):
+               pure=0, ep=1, lora_rank=0, lora_targets=(), lora_dropout=0, fsdp=0, pp_virtual=1, cp=1):
     """Per-step times (s), throughput and MFU; needs `mach.ceilings`. `layer_weight_bytes`
     is one decoder layer's weights as stored (quantized under QLoRA); `sharded_calls` how many
     collectives a sharded (ZeRO-2/3) pass splits its traffic into (one per wrapped layer
@@ -95,13 +95,23 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     op_costs.LORA_DROPOUTS) run beside the frozen layers in every pass at their roofline
     (layertime.layer_adapter_time_s); with no targets given, at their FLOPs alone.
     `pp_virtual` model chunks on each pipeline device (Megatron-LM's interleaved 1F1B) shrink the
-    bubble and multiply the pipeline sends (comm.interleaved_bubble_micro_batches)."""
+    bubble and multiply the pipeline sends (comm.interleaved_bubble_micro_batches).
+    Context parallelism `cp`: `s` is each device's chunk of the sequence (s / cp) and `dp` counts
+    the cp ranks too (they hold the same weights and reduce their gradients together); the
+    attention core sees the whole sequence, balanced over the cp ranks, its keys and values
+    passed around the ring behind its compute (comm.ring_attention_bytes)."""
     c, net = mach.ceilings, mach.network
     layers = m.num_layers / pp
     tokens = b * s
     t_kernels = layer_kernels_time_s(c, m, b, s, e, eager, layer_weight_bytes, tp, by_length=True)
     t_layer = launch_bound(c, t_kernels, opc.layer_forward_ops(m))
     t_attn = layer_attention_time_s(c, m, b, s, e, eager, tp, by_length=True)
+    t_attn_bwd = layer_attention_backward_time_s(c, m, b, s, e, eager, t_attn, tp, lora)
+    if cp > 1:  # the attention of s / cp queries over all s keys: 1 / cp of the whole sequence's
+        t_whole = layer_attention_time_s(c, m, b, s * cp, e, eager, tp, by_length=True)
+        t_attn_bwd = layer_attention_backward_time_s(c, m, b, s * cp, e, eager, t_whole, tp, lora) / cp
+        t_kernels, t_attn = t_kernels - t_attn + t_whole / cp, t_whole / cp
+        t_layer = launch_bound(c, t_kernels, opc.layer_forward_ops(m))
     t_head = head_forward_time_s(c, m, tokens, e, tp)
     if len(lora_targets):
         adapter_fwd = lora * layers * layer_adapter_time_s(c, m, tokens, e, lora_rank, lora_targets, lora_dropout, tp)
@@ -114,7 +124,7 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     # backward: activation gradients (1x forward) + weight gradients (1x) unless the base is frozen;
     # the attention core's at its own measured rate where bench ops timed its backward
     # each operator's backward is one autograd node: it pays the fixed cost once, not twice
-    t_bwd = (2 - lora) * (t_kernels - t_attn) + layer_attention_backward_time_s(c, m, b, s, e, eager, t_attn, tp, lora)
+    t_bwd = (2 - lora) * (t_kernels - t_attn) + t_attn_bwd
     bwd = layers * launch_bound(c, t_bwd, opc.layer_forward_ops(m)) \
         + head_backward_time_s(c, m, tokens, e, tp, 2 - lora) + adapter_bwd
     # selective recomputation redoes only the attention core; "op" the GEMMs it did not save
@@ -139,7 +149,14 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     fwd = fwd + memory_time_s(c, 2 * copies.fwd_weights * weight_bytes) + copies.fwd_calls * tensors * c.op_fixed_s
     bwd = bwd + memory_time_s(c, 2 * (copies.bwd_weights * weight_bytes + copies.bwd_grads * grad_bytes)) \
         + copies.bwd_calls * tensors * c.op_fixed_s
-    t_micro = fwd + bwd + recompute + tp_comm + pp_comm + ep_comm
+    # the ring's transfers run behind the attention of the chunk in hand; what is longer shows
+    cp_net = comm.group_network(net, mach.scale_out, mach.node_devices, cp, tp)
+    ring = (cp > 1) * comm.p2p_time_s(cp_net, comm.ring_attention_bytes(m, b, s, e, tp, cp))
+    # once in the forward, again where recomputation redoes the attention (full, selective), and
+    # with the gradients in the backward
+    ring_forwards = 1 + (rc == 2) + (rc == 1)
+    cp_comm = layers * (ring_forwards * _beyond(ring, t_attn) + _beyond(2 * ring, t_attn_bwd))
+    t_micro = fwd + bwd + recompute + tp_comm + pp_comm + ep_comm + cp_comm
     bubble = comm.interleaved_bubble_micro_batches(pp, pp_virtual)
     compute = (ga + bubble) * t_micro
     dp_net = comm.group_network(net, mach.scale_out, mach.node_devices, dp, tp * pp)
@@ -166,16 +183,21 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     step = compute + exposed + optimizer_s + param_fetch
     tokens_per_s = tokens * ga * dp / step
     devices = dp * tp * pp
-    mfpt = fl.model_flops_per_token(m, s, lora * lora_params)
-    hfpt = fl.hardware_flops_per_token(m, s, rc, lora * lora_params)
+    mfpt = fl.model_flops_per_token(m, s * cp, lora * lora_params)
+    hfpt = fl.hardware_flops_per_token(m, s * cp, rc, lora * lora_params)
     peak_total = c.peak_flops_per_s * devices
     return {mn.TIME: {mn.STEP_S: step, mn.FORWARD_S: ga * fwd, mn.BACKWARD_S: ga * (bwd + recompute),
                       mn.OPTIMIZER_S: optimizer_s + param_fetch,
-                      mn.COMM_S: ga * (tp_comm + pp_comm + ep_comm) + exposed,
+                      mn.COMM_S: ga * (tp_comm + pp_comm + ep_comm + cp_comm) + exposed,
                       "bubble_s": bubble * t_micro},
             mn.TOKENS_PER_S: tokens_per_s, mn.TOKENS_PER_S_PER_DEVICE: tokens_per_s / devices,
             mn.MFU: tokens_per_s * mfpt / peak_total, mn.HFU: tokens_per_s * hfpt / peak_total,
             mn.MODEL_FLOPS_PER_TOKEN: mfpt, "comm_total_s": dp_comm}
+
+
+def _beyond(comm_s, compute_s):
+    """What of a transfer outlasts the compute it runs behind."""
+    return (comm_s > compute_s) * (comm_s - compute_s)
 
 
 def optimizer_stream_rate(c) -> float:

@@ -32,7 +32,9 @@ HELD = {"infer": {"median_abs_error": 0.050, "within_1.25x": 0.782},
         "pretrain": {"median_abs_error": 0.037, "within_1.25x": 1.0},
         "finetune": {"median_abs_error": 0.088, "within_1.25x": 0.666}}
 OVERALL = {"median_abs_error": 0.045, "within_1.25x": 0.863}
-APPROXIMATE = {"median_abs_error": 0.153, "within_1.25x": 0.596}
+# approximate 0.153/0.596 -> 0.162/0.575 with torchtitan's Table 2 (Llama 3.1 8B, FSDP x CP at 32K-256K tokens,
+# Float8 and torch.compile, 1.25-2.03x), added with --cp.
+APPROXIMATE = {"median_abs_error": 0.162, "within_1.25x": 0.575}
 
 
 def test_every_shipped_point_has_its_source_and_loads():

@@ -15,8 +15,8 @@ def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, d
              micro_batch: int | None = None, seq: int | None = None, grad_accum: int | None = None,
              zero: int | None = None, offload: str | None = None, recompute: str | None = None,
              attn: str = "sdpa", tp: int = 1, pp: int | None = None, pp_virtual: int | None = None,
-             cp: int | None = None, ep: int | None = None, optimizer: str | None = None, precision: str | None = None,
-             engine: str | None = None,
+             pp_flushes: int | None = None, cp: int | None = None, ep: int | None = None,
+             optimizer: str | None = None, precision: str | None = None, engine: str | None = None,
              lora_rank: int | None = None, lora_targets: str | None = None, lora_dropout: str | None = None,
              quant: str = "none", group_size: int | None = None, kv_dtype: str | None = None,
              batch: int | None = None, input_len: int | None = None, output_len: int | None = None,
@@ -43,7 +43,8 @@ def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, d
         kind: pretrain | finetune | infer | serve.
         model: a model preset (`llmdissect models`), model TOML or config.json.
         hardware: a device (a800, h100, cpu) or a platform (8xa800).
-        gpus, dtype, micro_batch, seq, grad_accum, zero, offload, recompute, attn, tp, pp, pp_virtual, cp, ep,
+        gpus, dtype, micro_batch, seq, grad_accum, zero, offload, recompute, attn, tp, pp, pp_virtual, pp_flushes,
+            cp, ep,
             optimizer, precision, engine, lora_rank, lora_targets, lora_dropout, quant, group_size, kv_dtype, batch,
             input_len, output_len, cache,
             profile, max_num_seqs, max_batched_tokens, block_size, num_blocks, prefix_caching, replicas,
@@ -62,7 +63,8 @@ def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, d
     from llmdissect.perfmodel.request import estimate_env, estimate_request, run_estimate
 
     options = dict(gpus=gpus, dtype=dtype, micro_batch=micro_batch, seq=seq, grad_accum=grad_accum, zero=zero,
-                   offload=offload, recompute=recompute, attn=attn, tp=tp, pp=pp, pp_virtual=pp_virtual, cp=cp, ep=ep,
+                   offload=offload, recompute=recompute, attn=attn, tp=tp, pp=pp, pp_virtual=pp_virtual,
+                   pp_flushes=pp_flushes, cp=cp, ep=ep,
                    optimizer=optimizer,
                    precision=precision, engine=engine,
                    lora_rank=lora_rank, lora_targets=lora_targets, lora_dropout=lora_dropout, quant=quant,

@@ -28,13 +28,17 @@ from llmdissect.results import open_store
 # NeMo AutoModel's Qwen2.5 32B 16-GPU row, whose one gap was its 8 virtual stages, is exact at 1.26x (finetune
 # 0.077/1.0 -> 0.087/0.667 on 3 points); approximate 0.137/0.620 -> 0.153/0.596 (the rows that left it were its
 # closest, and the interleaved bubble takes NeMo's 70B rows from 1.34-1.63x to 1.56-1.76x).
-HELD = {"infer": {"median_abs_error": 0.050, "within_1.25x": 0.782},
-        "pretrain": {"median_abs_error": 0.037, "within_1.25x": 1.0},
-        "finetune": {"median_abs_error": 0.088, "within_1.25x": 0.666}}
-OVERALL = {"median_abs_error": 0.045, "within_1.25x": 0.863}
 # approximate 0.153/0.596 -> 0.162/0.575 with torchtitan's Table 2 (Llama 3.1 8B, FSDP x CP at 32K-256K tokens,
 # Float8 and torch.compile, 1.25-2.03x), added with --cp.
-APPROXIMATE = {"median_abs_error": 0.162, "within_1.25x": 0.575}
+# With --pp-flushes, NeMo AutoModel's 70B PP rows (8 and 2 pipeline flushes a step, the recipe's local batch)
+# and its Qwen2.5 32B 8-GPU row (2) are exact: 1.65x, 1.52x, 1.53x and 1.18x (taking the recipe's local batch
+# over the 70B rows' inconsistent LBS / GA columns moves them by under 4 %): finetune 3 -> 7 points,
+# 0.087/0.667 -> 0.259/0.428; overall 0.045/0.863 -> 0.048/0.812; approximate 0.162/0.575 -> 0.153/0.587.
+HELD = {"infer": {"median_abs_error": 0.050, "within_1.25x": 0.782},
+        "pretrain": {"median_abs_error": 0.037, "within_1.25x": 1.0},
+        "finetune": {"median_abs_error": 0.259, "within_1.25x": 0.428}}
+OVERALL = {"median_abs_error": 0.048, "within_1.25x": 0.812}
+APPROXIMATE = {"median_abs_error": 0.153, "within_1.25x": 0.587}
 
 
 def test_every_shipped_point_has_its_source_and_loads():

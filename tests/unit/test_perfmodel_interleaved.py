@@ -64,3 +64,24 @@ def test_impossible_chunks_are_one_line(pp, v, match):
 def test_inference_refuses_it():
     with pytest.raises(UserError, match="does not apply"):
         estimate_request("infer", model="llama2-7b", hardware="a100", pp_virtual=2)
+
+
+def test_each_pipeline_flush_pays_its_bubble():
+    """A step whose micro-batches run as F separate pipelines (NeMo AutoModel's local batch)
+    pays F bubbles: step(F) - step(1) = (F - 1) x the one-flush bubble."""
+    mach = machine_for(resolve_platform("8xa100", None), "bf16")
+    one = estimate_train(_setup(2), mach).metrics["time"]
+    four = estimate_train(TrainSetup(kind="pretrain", model=get_model("llama2-70b"),
+                                     platform=resolve_platform("8xa100", None), micro_batch=1, seq=4096,
+                                     grad_accum=8, tp=4, pp=2, pp_virtual=2, pp_flushes=4, recompute="full"),
+                          mach).metrics["time"]
+    assert four["bubble_s"] == pytest.approx(4 * one["bubble_s"])
+    assert four["step_s"] - one["step_s"] == pytest.approx(3 * one["bubble_s"])
+
+
+@pytest.mark.parametrize("pp, flushes, ga, match", [(2, 3, 8, "does not divide the step's 8 micro-batches"),
+                                                    (1, 2, 8, "give --pp 2 or more")])
+def test_impossible_flushes_are_one_line(pp, flushes, ga, match):
+    with pytest.raises(UserError, match=match):
+        TrainSetup(kind="pretrain", model=get_model("llama2-70b"), platform=resolve_platform("8xa100", None),
+                   tp=4, pp=pp, pp_flushes=flushes, grad_accum=ga)

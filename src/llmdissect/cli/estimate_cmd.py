@@ -34,6 +34,8 @@ def estimate(
     pp: Optional[int] = typer.Option(None, "--pp", help="Pipeline-parallel degree [1]."),
     pp_virtual: Optional[int] = typer.Option(None, "--pp-virtual", help="Model chunks on each pipeline device: "
                                              "> 1 is Megatron-LM's interleaved 1F1B (training) [1]."),
+    pp_flushes: Optional[int] = typer.Option(None, "--pp-flushes", help="Pipeline flushes a step, each with its "
+                                             "own bubble; divides --grad-accum (training) [1]."),
     cp: Optional[int] = typer.Option(None, "--cp", help="Context-parallel degree (training): each sequence split "
                                      "over cp devices, its attention a ring [1]."),
     ep: Optional[int] = typer.Option(None, "--ep", help="Expert-parallel degree (training, MoE models): the routed "
@@ -154,6 +156,7 @@ def show_estimate(est, record_id: str | None) -> None:
              + (f", ZeRO-{c['zero']}, offload {c['offload']}, recompute {c['recompute']}" if "zero" in c else "")
              + f", attn {c['attn']}, tp {c['tp']}" + (f", pp {c['pp']}" if "pp" in c else "")
              + (f" x {c['pp_virtual']} chunks (interleaved)" if "pp_virtual" in c else "")
+             + (f", {c['pp_flushes']} flushes" if "pp_flushes" in c else "")
              + (f", cp {c['cp']}" if "cp" in c else "") + ")")
     rows = [(f"memory.{k}", human_bytes(m[mn.MEMORY][k])) for k in MEMORY_ROWS if k in m[mn.MEMORY]]
     for k, v in (m.get(mn.TIME) or {}).items():

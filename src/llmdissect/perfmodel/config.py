@@ -82,6 +82,14 @@ def _check_virtual_stages(m: ModelSpec, pp: int, virtual: int) -> None:
                         f"{m.num_layers} layers of {m.name}")
 
 
+def _check_flushes(pp: int, flushes: int, grad_accum: int) -> None:
+    _positive(pp_flushes=flushes)
+    if flushes > 1 and pp < 2:
+        raise UserError(f"--pp-flushes {flushes} splits a pipeline's step: give --pp 2 or more")
+    if grad_accum % flushes:
+        raise UserError(f"--pp-flushes {flushes} does not divide the step's {grad_accum} micro-batches (--grad-accum)")
+
+
 def _check_context_parallel(cp: int, dp: int, seq: int, attn: str, tp: int, pp: int) -> int:
     """Validate context parallelism; returns the data-parallel degree left beside it. The
     sequence splits into 2 cp chunks, two a rank, so that causal attention's work is balanced
@@ -148,6 +156,9 @@ class TrainSetup:
     pp: int = 1
     pp_virtual: int = 1
     """Model chunks on each pipeline device: Megatron-LM's interleaved 1F1B schedule when > 1."""
+    pp_flushes: int = 1
+    """Pipeline flushes a step: its micro-batches run as this many separate pipelines, each with its
+    own bubble (NeMo AutoModel's local batch is one flush; gradients accumulate across them)."""
     cp: int = 1
     """Context-parallel degree: each sequence split over cp devices, its attention a ring."""
     ep: int = 1
@@ -197,6 +208,7 @@ class TrainSetup:
             raise UserError(f"--quant {quant} freezes the base weights: give --lora-rank (QLoRA)")
         object.__setattr__(self, "dp", _check_parallel(self.model, self.platform, self.tp, self.pp))
         _check_virtual_stages(self.model, self.pp, self.pp_virtual)
+        _check_flushes(self.pp, self.pp_flushes, self.grad_accum)
         object.__setattr__(self, "dp", _check_context_parallel(self.cp, self.dp, self.seq, self.attn, self.tp,
                                                                self.pp))
         check_expert_parallel(self.model, self.ep, self.dp)
@@ -252,6 +264,8 @@ class TrainSetup:
             c["ep"] = self.ep
         if self.pp_virtual > 1:  # measured runs have one chunk a stage: only a departure is a key
             c["pp_virtual"] = self.pp_virtual
+        if self.pp_flushes > 1:
+            c["pp_flushes"] = self.pp_flushes
         if self.cp > 1:
             c["cp"] = self.cp
         if self.precision != "mixed":  # measured runs are mixed (autocast): only a departure is a key

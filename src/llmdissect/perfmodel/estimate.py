@@ -92,7 +92,8 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
         t = train_time(m, mach, layer_weight_bytes=layer_bytes, sharded_calls=setup.sharded_calls,
                        flat=int(setup.flat_optimizer), fsdp=int(setup.engine == "fsdp"),
                        lora_rank=setup.lora_rank, lora_targets=targets,
-                       lora_dropout=LORA_DROPOUTS.index(setup.lora_dropout), cp=setup.cp, **kw)
+                       lora_dropout=LORA_DROPOUTS.index(setup.lora_dropout), cp=setup.cp,
+                       pp_flushes=setup.pp_flushes, **kw)
         metrics["comm_total_s"] = float(t.pop("comm_total_s"))
         metrics.update(_plain(t))
     else:

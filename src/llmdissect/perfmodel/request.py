@@ -19,8 +19,8 @@ from llmdissect.errors import UserError
 KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER, mn.SERVE)
 ANALYTICAL_KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER)
 """What run_estimate answers with the closed-form model (a suite's `estimate` entries)."""
-TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp", "pp_virtual", "cp",
-              "ep", "lora_rank", "lora_dropout", "optimizer", "precision", "engine")
+TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp", "pp_virtual",
+              "pp_flushes", "cp", "ep", "lora_rank", "lora_dropout", "optimizer", "precision", "engine")
 INFER_ONLY = ("batch", "cache")
 WEIGHTS = ("group_size", "kv_dtype")
 """Options of the served weights and cache: inference and serving take them, training does not."""
@@ -32,9 +32,9 @@ NOT_FOR = {mn.PRETRAIN: INFER_ONLY + WEIGHTS + LENGTHS + SERVE_ONLY,
            mn.FINETUNE: INFER_ONLY + WEIGHTS + LENGTHS + SERVE_ONLY,
            mn.INFER: TRAIN_ONLY + SERVE_ONLY, mn.SERVE: TRAIN_ONLY + INFER_ONLY}
 """The options each kind refuses (one line, exit 2)."""
-POSITIVE = ("gpus", "tp", "pp", "pp_virtual", "cp", "ep", "micro_batch", "seq", "grad_accum", "batch", "input_len",
-            "output_len", "group_size", "max_num_seqs", "max_batched_tokens", "block_size", "num_blocks", "replicas",
-            "num_prompts", "max_concurrency", "trace_block_tokens")
+POSITIVE = ("gpus", "tp", "pp", "pp_virtual", "pp_flushes", "cp", "ep", "micro_batch", "seq", "grad_accum", "batch",
+            "input_len", "output_len", "group_size", "max_num_seqs", "max_batched_tokens", "block_size", "num_blocks",
+            "replicas", "num_prompts", "max_concurrency", "trace_block_tokens")
 
 
 class EstimateRequest(BaseModel):
@@ -74,6 +74,9 @@ class EstimateRequest(BaseModel):
     pp_virtual: Optional[int] = None
     """Model chunks on each pipeline device [1] (training): > 1 is Megatron-LM's interleaved 1F1B,
     whose bubble is (pp - 1) / pp_virtual micro-batches; pp x pp_virtual must divide the layers."""
+    pp_flushes: Optional[int] = None
+    """Pipeline flushes a step [1] (training): its micro-batches run as this many pipelines, each
+    with its own bubble; it must divide --grad-accum."""
     cp: Optional[int] = None
     """Context-parallel degree [1] (training): each sequence split over cp devices, the attention's
     keys and values passed around their ring; --seq must split into 2 x cp chunks."""
@@ -201,7 +204,8 @@ def estimate_for(request: EstimateRequest, model, profile: dict[str, Any], expli
                        seq=r.seq or min(2048, model.max_position_embeddings), grad_accum=r.grad_accum or 1,
                        zero=r.zero if r.zero is not None else 0, offload=r.offload or "none",
                        recompute=r.recompute or "none", pp=r.pp or 1,
-                       pp_virtual=r.pp_virtual or 1, cp=r.cp or 1, ep=r.ep or 1, optimizer=r.optimizer or "adamw",
+                       pp_virtual=r.pp_virtual or 1, pp_flushes=r.pp_flushes or 1, cp=r.cp or 1, ep=r.ep or 1,
+                       optimizer=r.optimizer or "adamw",
                        lora_rank=r.lora_rank or 0, lora_targets=targets, lora_dropout=r.lora_dropout or "none",
                        engine_name=r.engine or "auto",
                        precision=r.precision or "mixed", **common)

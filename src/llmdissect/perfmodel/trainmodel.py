@@ -83,7 +83,8 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
 
 def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
                optimizer, lora, lora_params, frozen_weight_bytes, layer_weight_bytes, sharded_calls=1, flat=0,
-               pure=0, ep=1, lora_rank=0, lora_targets=(), lora_dropout=0, fsdp=0, pp_virtual=1, cp=1):
+               pure=0, ep=1, lora_rank=0, lora_targets=(), lora_dropout=0, fsdp=0, pp_virtual=1, cp=1,
+               pp_flushes=1):
     """Per-step times (s), throughput and MFU; needs `mach.ceilings`. `layer_weight_bytes`
     is one decoder layer's weights as stored (quantized under QLoRA); `sharded_calls` how many
     collectives a sharded (ZeRO-2/3) pass splits its traffic into (one per wrapped layer
@@ -95,7 +96,8 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     op_costs.LORA_DROPOUTS) run beside the frozen layers in every pass at their roofline
     (layertime.layer_adapter_time_s); with no targets given, at their FLOPs alone.
     `pp_virtual` model chunks on each pipeline device (Megatron-LM's interleaved 1F1B) shrink the
-    bubble and multiply the pipeline sends (comm.interleaved_bubble_micro_batches).
+    bubble and multiply the pipeline sends (comm.interleaved_bubble_micro_batches); `pp_flushes`
+    separate pipelines a step pay the bubble each.
     Context parallelism `cp`: `s` is each device's chunk of the sequence (s / cp) and `dp` counts
     the cp ranks too (they hold the same weights and reduce their gradients together); the
     attention core sees the whole sequence, balanced over the cp ranks, its keys and values
@@ -157,7 +159,7 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     ring_forwards = 1 + (rc == 2) + (rc == 1)
     cp_comm = layers * (ring_forwards * _beyond(ring, t_attn) + _beyond(2 * ring, t_attn_bwd))
     t_micro = fwd + bwd + recompute + tp_comm + pp_comm + ep_comm + cp_comm
-    bubble = comm.interleaved_bubble_micro_batches(pp, pp_virtual)
+    bubble = pp_flushes * comm.interleaved_bubble_micro_batches(pp, pp_virtual)
     compute = (ga + bubble) * t_micro
     dp_net = comm.group_network(net, mach.scale_out, mach.node_devices, dp, tp * pp)
     dp_comm = comm.data_parallel_comm_s(dp_net, zero, psi_shard * e, psi_shard * e + frozen_shard, dp, ga,

@@ -66,7 +66,7 @@ def test_a_slow_ring_shows_in_the_step():
     assert setup.config()["cp"] == 2 and "cp" not in _setup(1).config()
 
 
-@pytest.mark.parametrize("kw, match", [(dict(cp=3), "does not divide the devices"),
+@pytest.mark.parametrize("kw, match", [(dict(cp=3), "does not divide the 8 devices"),
                                        (dict(cp=2, seq=4098), "does not split into 2 x --cp 2"),
                                        (dict(cp=2, attn="eager"), "use --attn sdpa or flash"),
                                        (dict(cp=0), "must be a positive integer")])

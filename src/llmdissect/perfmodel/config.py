@@ -98,7 +98,8 @@ def _check_context_parallel(cp: int, dp: int, seq: int, attn: str, tp: int, pp: 
     if cp == 1:
         return dp
     if dp % cp:
-        raise UserError(f"--tp {tp} x --pp {pp} x --cp {cp} = {tp * pp * cp} does not divide the devices")
+        raise UserError(f"--tp {tp} x --pp {pp} x --cp {cp} = {tp * pp * cp} does not divide the {dp * tp * pp} "
+                        "devices")
     if seq % (2 * cp):
         raise UserError(f"--seq {seq} does not split into 2 x --cp {cp} = {2 * cp} equal chunks")
     if attn == "eager":

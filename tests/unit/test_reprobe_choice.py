@@ -22,3 +22,14 @@ def test_nothing_stored_or_nothing_measured():
     assert quieter({}, PROBE) == {k: PROBE[k] for k in PROBE_KEYS}
     assert quieter({"op_fixed_s": 31e-6}, {"op_fixed_s": 0.0}) is None
     assert quieter({"op_fixed_s": 31e-6}, {}) is None
+
+
+def test_the_cold_cost_is_the_lower_of_the_two_probes_whichever_set_is_kept():
+    # the second probe is quieter hot but read its cold cost in a slow moment: peak's cold stays
+    kept = quieter({"op_fixed_s": 17.2e-6, "op_fixed_cold_s": 38e-6}, {**PROBE, "op_fixed_s": 17.0e-6,
+                                                                         "op_fixed_cold_s": 62e-6})
+    assert kept["op_fixed_s"] == 17.0e-6 and kept["op_fixed_cold_s"] == 38e-6
+    assert kept["forward_fixed_s"] == PROBE["forward_fixed_s"]
+    # the stored set stays, but the probe's lower cold cost replaces peak's
+    assert quieter({"op_fixed_s": 15e-6, "op_fixed_cold_s": 50e-6}, PROBE) == {"op_fixed_cold_s": 33e-6}
+    assert quieter({"op_fixed_s": 15e-6, "op_fixed_cold_s": 30e-6}, PROBE) is None

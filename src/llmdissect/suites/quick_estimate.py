@@ -32,13 +32,18 @@ def _estimates(ctx: QuickContext) -> None:
 
 def _fixed_costs(ctx: QuickContext) -> None:
     from llmdissect.console import human_seconds
-    from llmdissect.micro.reprobe import remeasure_fixed_costs
+    from llmdissect.micro.reprobe import COLD, remeasure_fixed_costs
 
     probe, kept, stored = remeasure_fixed_costs()
     before = stored.get("op_fixed_s")
     was = human_seconds(before) if isinstance(before, (int, float)) else "none"
-    ctx.log(f"fixed costs again: {human_seconds(probe['op_fixed_s'])} an operator against peak's {was}; "
-            + ("this quieter set is stored" if kept else "peak's set stays"))
+    if not kept:
+        outcome = "peak's set stays"
+    elif "op_fixed_s" in kept:
+        outcome = "this quieter set is stored" + (", with peak's lower cold cost" if kept.get(COLD) != probe.get(COLD) else "")
+    else:
+        outcome = f"peak's set stays, with this probe's lower cold cost ({human_seconds(kept[COLD])})"
+    ctx.log(f"fixed costs again: {human_seconds(probe['op_fixed_s'])} an operator against peak's {was}; {outcome}")
 
 
 def quick_steps() -> list[QuickStep]:

@@ -40,7 +40,8 @@ def _fixed_costs(ctx: QuickContext) -> None:
     if not kept:
         outcome = "peak's set stays"
     elif "op_fixed_s" in kept:
-        outcome = "this quieter set is stored" + (", with peak's lower cold cost" if kept.get(COLD) != probe.get(COLD) else "")
+        peaks_cold = kept.get(COLD) != probe.get(COLD)
+        outcome = "this quieter set is stored" + (", with peak's lower cold cost" if peaks_cold else "")
     else:
         outcome = f"peak's set stays, with this probe's lower cold cost ({human_seconds(kept[COLD])})"
     ctx.log(f"fixed costs again: {human_seconds(probe['op_fixed_s'])} an operator against peak's {was}; {outcome}")

@@ -1,5 +1,6 @@
 import json
 import sqlite3
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -143,3 +144,20 @@ def test_a_server_store_without_psycopg_is_one_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "psycopg", None)  # as if the postgres extra were not installed
     with pytest.raises(UserError, match=r"needs psycopg: pip install 'llm-dissect\[postgres\]'"):
         open_store("postgresql://someone:pw@127.0.0.1:1/results")
+
+
+def test_opening_waits_out_a_writer_sqlite_would_not_wait_for(db_path: Path):
+    # A file in rollback mode with a write open elsewhere: switching it to WAL reads, then wants
+    # to write, and SQLite answers "locked" at once rather than wait (a possible deadlock). Eight
+    # writers opening a new file together meet this; opening must try again, not fail.
+    open_store(db_path).close()
+    other = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
+    other.execute("PRAGMA journal_mode = DELETE")
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("INSERT INTO schema_version SELECT version FROM schema_version")
+    other.execute("DELETE FROM schema_version WHERE rowid = (SELECT MAX(rowid) FROM schema_version)")
+    threading.Timer(0.5, lambda: other.execute("COMMIT")).start()
+    with open_store(db_path) as store:
+        store.add(make_record(1))
+        assert store.count() == 1
+    other.close()

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -27,6 +29,7 @@ from llmdissect.results.query import (
 from llmdissect.results.schema import RunRecord
 
 SQLITE_HEADER = b"SQLite format 3\x00"
+OPEN_WAIT_S = 30.0  # how long opening waits on other writers, as the busy timeout does
 
 # Each entry moves the schema from version i to i + 1. Append, never edit.
 MIGRATIONS: list[str] = [
@@ -210,15 +213,39 @@ def open_store(path: str | os.PathLike | None = None) -> ResultStore:
     except OSError as e:
         raise UserError(f"cannot create the folder of results database {path}: {e.strerror}") from None
     try:
-        conn = sqlite3.connect(str(path), timeout=30.0)
-        conn.execute("PRAGMA busy_timeout = 30000")
+        conn = _connect_when_free(path)
+    except sqlite3.DatabaseError as e:
+        raise UserError(f"cannot use results database {path}: {e}; the file was left untouched") from None
+    return ResultStore(path, conn)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(str(path), timeout=OPEN_WAIT_S)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(OPEN_WAIT_S * 1000)}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         _migrate(conn, path)
         conn.execute("SELECT COUNT(*) FROM runs").fetchone()
-    except sqlite3.DatabaseError as e:
-        raise UserError(f"cannot use results database {path}: {e}; the file was left untouched") from None
-    return ResultStore(path, conn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _connect_when_free(path: Path) -> sqlite3.Connection:
+    """Set up a connection, trying again while another writer holds the lock. SQLite answers
+    "database is locked" at once, without the busy timeout, where waiting could deadlock: a
+    connection that already reads (switching the file to WAL, say) and wants to write while
+    another writes. Writers that open a new file together meet exactly that."""
+    deadline = time.monotonic() + OPEN_WAIT_S
+    while True:
+        try:
+            return _connect(path)
+        except sqlite3.OperationalError as e:
+            if ("locked" not in str(e) and "busy" not in str(e)) or time.monotonic() > deadline:
+                raise
+        time.sleep(random.uniform(0.01, 0.05))  # apart, so two that met do not meet again
 
 
 def open_existing(path: str | os.PathLike | None = None) -> ResultStore:

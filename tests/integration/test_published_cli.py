@@ -34,11 +34,16 @@ from llmdissect.results import open_store
 # and its Qwen2.5 32B 8-GPU row (2) are exact: 1.65x, 1.52x, 1.53x and 1.18x (taking the recipe's local batch
 # over the 70B rows' inconsistent LBS / GA columns moves them by under 4 %): finetune 3 -> 7 points,
 # 0.087/0.667 -> 0.259/0.428; overall 0.045/0.863 -> 0.048/0.812; approximate 0.162/0.575 -> 0.153/0.587.
-HELD = {"infer": {"median_abs_error": 0.050, "within_1.25x": 0.782},
-        "pretrain": {"median_abs_error": 0.037, "within_1.25x": 1.0},
-        "finetune": {"median_abs_error": 0.259, "within_1.25x": 0.428}}
-OVERALL = {"median_abs_error": 0.048, "within_1.25x": 0.812}
-APPROXIMATE = {"median_abs_error": 0.153, "within_1.25x": 0.587}
+# A GPU product priced from its datasheet then took its compute time plus its weights' read, not the longer
+# (roofline.gemm_unhidden_time_s): the 128-token TTFT rows 0.48-0.65x -> 0.80-1.10x, TP4 decode at 64 and 240
+# sequences 1.43x -> 1.10x and 1.85x -> 1.32x; infer 0.050/0.782 -> 0.098/0.913 (its median rises: the rows the
+# max priced within 5 % move 5-15 % slow, lmdeploy's 13B batch 64 to 0.78x), pretrain 0.037 -> 0.020, finetune
+# 0.259/0.428 -> 0.197/0.571, overall 0.048/0.812 -> 0.058/0.896, approximate 0.153/0.587 -> 0.152/0.661.
+HELD = {"infer": {"median_abs_error": 0.0985, "within_1.25x": 0.913},
+        "pretrain": {"median_abs_error": 0.020, "within_1.25x": 1.0},
+        "finetune": {"median_abs_error": 0.198, "within_1.25x": 0.571}}
+OVERALL = {"median_abs_error": 0.058, "within_1.25x": 0.895}
+APPROXIMATE = {"median_abs_error": 0.153, "within_1.25x": 0.660}
 
 
 def test_every_shipped_point_has_its_source_and_loads():

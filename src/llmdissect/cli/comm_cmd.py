@@ -24,7 +24,7 @@ def comm(
     max_iters: Optional[int] = typer.Option(None, help="The most timed iterations --min-time-s may reach "
                                                        "(default 5 x --iters)."),
     passes: int = typer.Option(1, help="Sweep the sizes this many times, each with 1/passes of the calls, and "
-                                       "take each size's median over all (steadier on a shared machine)."),
+                                       "keep each size's quietest pass (steadier on a shared machine)."),
     backend: Optional[str] = typer.Option(None, help="gloo | nccl (default: nccl where CUDA is available)."),
     nnodes: int = typer.Option(1, help="Nodes (run the same command on each)."),
     node_rank: int = typer.Option(0, help="This node's rank (the node that gets global rank 0 reports the rows)."),

@@ -39,8 +39,8 @@ class CommRequest(BaseModel):
     max_iters: Optional[int] = None
     """The most timed iterations `min_time_s` may reach (None: 5 x iters)."""
     passes: int = 1
-    """Sweep every size this many times, each with 1/passes of the timed calls, and take each
-    size's median over all of them: steadier rows on a machine that others share."""
+    """Sweep every size this many times, each with 1/passes of the timed calls, and keep each
+    size's quietest pass (the lowest median): steadier rows on a machine that others share."""
     backend: Optional[str] = None
     """gloo | nccl; None: nccl where CUDA is available, else gloo."""
     nproc: int = 2

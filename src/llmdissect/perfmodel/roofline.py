@@ -224,9 +224,10 @@ def gemm_unhidden_time_s(flops, weight_bytes, nbytes, flops_per_s, bytes_per_s):
     for 70B on 4 GPUs, where compute (7.8, 20.5 ms at the class's efficiency) and the
     weights' read (9.5, 24.8 ms) priced as the longer gave 10.5 and 29.7 ms, as this 17.6
     and 49.2 ms (validate --published: 0.65x -> 1.10x, 0.63x -> 1.05x); a decode step of
-    240 sequences on 4 A100s (70B, v0.6.1) 1.85x -> 1.32x. Where one time dominates, as in
-    training's products (thousands of rows) or batch-1 decode's (one), it adds a few per
-    cent at most."""
+    240 sequences on 4 A100s (70B, v0.6.1) 1.85x -> 1.32x. It adds the read however many
+    rows share it: a few per cent to training's products of thousands of rows and to batch-1
+    decode's, but 18 % to a 512-token micro-batch's forward on an A800 and 5-9 % to a
+    2,048-token prompt (where the max was within 4 %); a measured grid replaces it."""
     return vmax(flops / flops_per_s + weight_bytes / bytes_per_s, nbytes / bytes_per_s)
 
 

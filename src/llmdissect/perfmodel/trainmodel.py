@@ -106,14 +106,13 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     layers = m.num_layers / pp
     tokens = b * s
     t_kernels = layer_kernels_time_s(c, m, b, s, e, eager, layer_weight_bytes, tp, by_length=True)
-    t_layer = launch_bound(c, t_kernels, opc.layer_forward_ops(m))
     t_attn = layer_attention_time_s(c, m, b, s, e, eager, tp, by_length=True)
     t_attn_bwd = layer_attention_backward_time_s(c, m, b, s, e, eager, t_attn, tp, lora)
     if cp > 1:  # the attention of s / cp queries over all s keys: 1 / cp of the whole sequence's
         t_whole = layer_attention_time_s(c, m, b, s * cp, e, eager, tp, by_length=True)
         t_attn_bwd = layer_attention_backward_time_s(c, m, b, s * cp, e, eager, t_whole, tp, lora) / cp
         t_kernels, t_attn = t_kernels - t_attn + t_whole / cp, t_whole / cp
-        t_layer = launch_bound(c, t_kernels, opc.layer_forward_ops(m))
+    t_layer = launch_bound(c, t_kernels, opc.layer_forward_ops(m))
     t_head = head_forward_time_s(c, m, tokens, e, tp)
     if len(lora_targets):
         adapter_fwd = lora * layers * layer_adapter_time_s(c, m, tokens, e, lora_rank, lora_targets, lora_dropout, tp)
@@ -157,7 +156,7 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     # once in the forward, again where recomputation redoes the attention (full, selective), and
     # with the gradients in the backward
     ring_forwards = 1 + (rc == 2) + (rc == 1)
-    cp_comm = layers * (ring_forwards * _beyond(ring, t_attn) + _beyond(2 * ring, t_attn_bwd))
+    cp_comm = layers * (ring_forwards * comm.exposed_s(ring, t_attn, 1.0) + comm.exposed_s(2 * ring, t_attn_bwd, 1.0))
     t_micro = fwd + bwd + recompute + tp_comm + pp_comm + ep_comm + cp_comm
     bubble = pp_flushes * comm.interleaved_bubble_micro_batches(pp, pp_virtual)
     compute = (ga + bubble) * t_micro
@@ -195,11 +194,6 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
             mn.TOKENS_PER_S: tokens_per_s, mn.TOKENS_PER_S_PER_DEVICE: tokens_per_s / devices,
             mn.MFU: tokens_per_s * mfpt / peak_total, mn.HFU: tokens_per_s * hfpt / peak_total,
             mn.MODEL_FLOPS_PER_TOKEN: mfpt, "comm_total_s": dp_comm}
-
-
-def _beyond(comm_s, compute_s):
-    """What of a transfer outlasts the compute it runs behind."""
-    return (comm_s > compute_s) * (comm_s - compute_s)
 
 
 def optimizer_stream_rate(c) -> float:

@@ -39,11 +39,14 @@ from llmdissect.results import open_store
 # sequences 1.43x -> 1.10x and 1.85x -> 1.32x; infer 0.050/0.782 -> 0.098/0.913 (its median rises: the rows the
 # max priced within 5 % move 5-15 % slow, lmdeploy's 13B batch 64 to 0.78x), pretrain 0.037 -> 0.020, finetune
 # 0.259/0.428 -> 0.197/0.571, overall 0.048/0.812 -> 0.058/0.896, approximate 0.153/0.587 -> 0.152/0.661.
+# torchtune's ten rows that run CEWithChunkedOutputLoss express it (--loss chunked): their peak memory 1.09-1.90x ->
+# 0.95-1.52x; their throughput 0-1 % lower (eight head products, each re-reading the head's weights), which takes
+# the 4090 QLoRA row from 0.805x to 0.798x, just out of 1.25x: approximate 0.153/0.661 -> 0.151/0.651.
 HELD = {"infer": {"median_abs_error": 0.0985, "within_1.25x": 0.913},
         "pretrain": {"median_abs_error": 0.020, "within_1.25x": 1.0},
         "finetune": {"median_abs_error": 0.198, "within_1.25x": 0.571}}
 OVERALL = {"median_abs_error": 0.058, "within_1.25x": 0.895}
-APPROXIMATE = {"median_abs_error": 0.153, "within_1.25x": 0.660}
+APPROXIMATE = {"median_abs_error": 0.151, "within_1.25x": 0.651}
 
 
 def test_every_shipped_point_has_its_source_and_loads():

@@ -44,6 +44,9 @@ def estimate(
                                             help="adamw | adamw-fused | adamw-8bit | adam | sgd [adamw]."),
     precision: Optional[str] = typer.Option(None, "--precision", help="mixed | pure: pure 16-bit keeps no fp32 "
                                             "master weights, optimizer states in the dtype (training) [mixed]."),
+    loss: Optional[str] = typer.Option(None, "--loss", help="unchunked | chunked | fused: transformers' loss over "
+                                       "the whole logits, torchtune's 8 chunks, or a fused linear cross-entropy "
+                                       "that keeps no logits (training) [unchunked]."),
     engine: Optional[str] = typer.Option(None, "--engine", help="single | ddp | fsdp | deepspeed (training) "
                                                                 "[as bench pretrain picks]."),
     lora_rank: Optional[int] = typer.Option(None, "--lora-rank", help="LoRA rank (finetune; 0 = full)."),

@@ -126,17 +126,44 @@ def rope_table_bytes(m: ModelSpec, s, e):
     return 2 * s * m.head_dim * e
 
 
-def logits_bytes(m: ModelSpec, b, s, e):
-    """What the loss keeps for backward: the fp32 log-softmax that NLL saves (transformers'
-    ForCausalLMLoss upcasts the logits, and neither the logits nor the upcast are saved), and
-    the shifted int64 labels. The logits themselves (b s V e) live on only while the caller
-    holds the model output (`stepmemory.training_step_peak_bytes(hold_logits=1)`)."""
-    return b * s * m.vocab_size * 4 + b * s * 8
+LOSSES = ("unchunked", "chunked", "fused")
+"""How the loss meets the logits (`--loss`): transformers' ForCausalLMLoss over the whole fp32
+logits; torchtune's CEWithChunkedOutputLoss (the head and the loss run chunk by chunk); a fused
+linear cross-entropy (Liger-Kernel's FusedLinearCrossEntropy, arXiv 2410.10989 sec. 3.2; Cut
+Cross-Entropy, arXiv 2411.09009), which never keeps the logits."""
+LOSS_CHUNKS = 8
+"""torchtune's CEWithChunkedOutputLoss(num_output_chunks=8), the default of its recipes."""
 
 
-def loss_backward_transient_bytes(m: ModelSpec, b, s):
-    """Backward of the loss holds the NLL gradient and the log-softmax gradient (fp32)."""
-    return 2 * b * s * m.vocab_size * 4
+def logits_bytes(m: ModelSpec, b, s, e, loss=0):
+    """What the loss keeps for backward (`loss` an index into LOSSES).
+
+    unchunked: the fp32 log-softmax that NLL saves (transformers' ForCausalLMLoss upcasts the
+    logits, and neither the logits nor the upcast are saved), and the shifted int64 labels.
+    The logits themselves (b s V e) live on only while the caller holds the model output
+    (`stepmemory.training_step_peak_bytes(hold_logits=1)`).
+    chunked: every chunk's log-softmax is saved the same way (the chunks are upcast one at a
+    time, but all are kept for backward): the same bytes.
+    fused: the gradient of the head's input, computed chunk by chunk in the forward (Liger's
+    FusedLinearCrossEntropy), b s h e; no logits outlive their chunk."""
+    kept = b * s * m.vocab_size * 4 + b * s * 8
+    return kept + (loss == 2) * (b * s * m.hidden_size * e - kept)
+
+
+def loss_transient_bytes(m: ModelSpec, b, s, e=4, loss=0):
+    """What the loss holds at its worst moment beside what it keeps (`logits_bytes`).
+    unchunked: in backward, the NLL gradient and the log-softmax gradient (fp32), 2 b s V 4.
+    chunked: in the forward, the 16-bit logits of every chunk (the model returns them all) and
+    one chunk's fp32 upcast; its backward runs one chunk's chain at a time (their nodes come
+    last in autograd's ready queue), the two gradients over a chunk and the chunk's dlogits,
+    less. fused: one chunk of logits in the compute dtype, which Liger's kernel overwrites
+    with its gradient; its chunks have ceil(b s / ceil(V / h)) rows (to a power of two), so a
+    chunk is about b s h elements."""
+    whole = b * s * m.vocab_size
+    chunked_fwd = whole * e + (e < 4) * whole * 4 / LOSS_CHUNKS
+    chunked_bwd = (2 * whole * 4 + whole * e) / LOSS_CHUNKS
+    chunked = chunked_fwd + (chunked_bwd - chunked_fwd) * (chunked_bwd > chunked_fwd)
+    return (loss == 0) * 2 * whole * 4 + (loss == 1) * chunked + (loss == 2) * b * s * m.hidden_size * e
 
 
 def layer_backward_extra_bytes(m: ModelSpec, b, s, e, eager, tp=1):
@@ -159,7 +186,7 @@ def eager_mask_bytes(m: ModelSpec, b, s, e, eager, recompute_level):
     return eager * (recompute_level >= 2) * b * s * s * e
 
 
-def activation_bytes(m: ModelSpec, b, s, e, eager, recompute_level, tp=1, pp=1, pp_virtual=1):
+def activation_bytes(m: ModelSpec, b, s, e, eager, recompute_level, tp=1, pp=1, pp_virtual=1, loss=0):
     """What the forward leaves alive for backward on one device: saved tensors of its layers,
     embedding output, final norm and the loss's log-softmax. Under 1F1B pipeline parallelism
     the first stage holds `pp` micro-batches of L / pp layers (arXiv 2205.05198, sec. 4.2.3),
@@ -171,4 +198,4 @@ def activation_bytes(m: ModelSpec, b, s, e, eager, recompute_level, tp=1, pp=1, 
     layers = m.num_layers * (1 + interleaved) * saved_layer_bytes(m, b, s, e, eager, recompute_level, tp)
     edges = (embedding_output_bytes(m, b, s, e) + rmsnorm_bytes(m, b, s, e) + rope_table_bytes(m, s, e)
              + eager_mask_bytes(m, b, s, e, eager, recompute_level))
-    return layers + edges + logits_bytes(m, b, s, e) / pp
+    return layers + edges + logits_bytes(m, b, s, e, loss) / pp

@@ -7,7 +7,7 @@ from typing import Any
 import llmdissect.metric_names as mn
 from llmdissect.dtypes import check_compute_dtype, dtype_bytes
 from llmdissect.errors import UserError
-from llmdissect.perfmodel.activations import ATTNS, RECOMPUTES
+from llmdissect.perfmodel.activations import ATTNS, LOSSES, RECOMPUTES
 from llmdissect.perfmodel.defaults import OPTIMIZERS
 from llmdissect.perfmodel.kvcache import CACHES
 from llmdissect.perfmodel.moe import check_expert_parallel
@@ -175,6 +175,8 @@ class TrainSetup:
     precision: str = "mixed"
     """mixed (16-bit compute, fp32 master weights and optimizer states) | pure (everything in
     the compute dtype, no master: torchtune's dtype=bf16 recipes)."""
+    loss: str = "unchunked"
+    """unchunked | chunked | fused: how the loss meets the logits (activations.LOSSES)."""
     dp: int = field(init=False, default=1)
 
     def __post_init__(self) -> None:
@@ -188,6 +190,7 @@ class TrainSetup:
         _choice("recompute", self.recompute, RECOMPUTES)
         _choice("optimizer", self.optimizer, OPTIMIZERS)
         _choice("precision", self.precision, PRECISIONS)
+        _choice("loss", self.loss, LOSSES)
         _check_attn(self.attn, self.platform)
         if self.seq > self.model.max_position_embeddings:
             raise UserError(f"--seq {self.seq} is longer than {self.model.name} allows "
@@ -271,6 +274,8 @@ class TrainSetup:
             c["cp"] = self.cp
         if self.precision != "mixed":  # measured runs are mixed (autocast): only a departure is a key
             c["precision"] = self.precision
+        if self.loss != "unchunked":  # measured runs use transformers' loss: only a departure is a key
+            c["loss"] = self.loss
         return c
 
 

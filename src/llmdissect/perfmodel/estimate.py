@@ -12,7 +12,7 @@ from typing import Any
 import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 from llmdissect.perfmodel import weights as wt
-from llmdissect.perfmodel.activations import RECOMPUTE_LEVEL
+from llmdissect.perfmodel.activations import LOSSES, RECOMPUTE_LEVEL
 from llmdissect.perfmodel.ceilings import Machine
 from llmdissect.perfmodel.config import InferSetup, TrainSetup
 from llmdissect.perfmodel.infermodel import infer_memory, infer_time
@@ -79,7 +79,7 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
               rc=RECOMPUTE_LEVEL[setup.recompute], zero=setup.zero, off=OFFLOAD_LEVEL[setup.offload],
               tp=setup.tp, pp=setup.pp, dp=setup.dp * setup.cp, optimizer=setup.optimizer, lora=lora,
               lora_params=lora_params, frozen_weight_bytes=frozen, pure=int(setup.precision == "pure"),
-              ep=setup.ep, pp_virtual=setup.pp_virtual)
+              ep=setup.ep, pp_virtual=setup.pp_virtual, loss=LOSSES.index(setup.loss))
     memory = _plain(train_memory(m, mach, **kw))
     host_total = memory.pop("host_bytes") * setup.platform.num_devices
     memory["host_total_bytes"] = host_total

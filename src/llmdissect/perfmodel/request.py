@@ -20,7 +20,8 @@ KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER, mn.SERVE)
 ANALYTICAL_KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER)
 """What run_estimate answers with the closed-form model (a suite's `estimate` entries)."""
 TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp", "pp_virtual",
-              "pp_flushes", "cp", "ep", "lora_rank", "lora_dropout", "optimizer", "precision", "engine")
+              "pp_flushes", "cp", "ep", "lora_rank", "lora_dropout", "optimizer", "precision", "engine",
+              "loss")
 INFER_ONLY = ("batch", "cache")
 WEIGHTS = ("group_size", "kv_dtype")
 """Options of the served weights and cache: inference and serving take them, training does not."""
@@ -90,6 +91,10 @@ class EstimateRequest(BaseModel):
     optimizer states in the compute dtype, as torchtune's dtype=bf16 recipes train."""
     engine: Optional[str] = None
     """single | ddp | fsdp | deepspeed [auto: as bench pretrain picks] (training)."""
+    loss: Optional[str] = None
+    """unchunked | chunked | fused [unchunked] (training): transformers' loss over the whole
+    fp32 logits; torchtune's chunked output loss (8 chunks); a fused linear cross-entropy
+    (Liger-Kernel's) that keeps no logits."""
     lora_rank: Optional[int] = None
     """LoRA rank (finetune; 0 = full fine-tuning)."""
     lora_targets: Optional[str] = None
@@ -208,7 +213,7 @@ def estimate_for(request: EstimateRequest, model, profile: dict[str, Any], expli
                        optimizer=r.optimizer or "adamw",
                        lora_rank=r.lora_rank or 0, lora_targets=targets, lora_dropout=r.lora_dropout or "none",
                        engine_name=r.engine or "auto",
-                       precision=r.precision or "mixed", **common)
+                       precision=r.precision or "mixed", loss=r.loss or "unchunked", **common)
     return estimate_train(setup, machine)
 
 

@@ -5,7 +5,8 @@ frees activations. Walking backward at layer granularity (one device, transforme
 a loop that keeps only the loss, `loss = model(**batch).loss`, frees the logits after the
 forward; one that keeps the model output holds them, `hold_logits=1`):
 
-- loss:  every saved activation + logits buffers + the loss-backward gradients;
+- loss:  every saved activation + what the loss keeps + its transients (activations.
+         loss_transient_bytes; a fused loss also the head's gradients, made in its forward);
 - layer i (L-1 .. 0): saved activations of layers below i, layer i's own activations (kept,
   or rebuilt by recomputation), gradients of the head, the final norm and layers above i,
   layer i's gradients and its transient gradient buffers;
@@ -30,12 +31,14 @@ def _max(*xs):
 
 
 def training_step_peak_bytes(m: ModelSpec, b, s, e, eager, recompute_level, grad_bytes_per_param,
-                             tp=1, persistent_grads=0, grad_fraction=1.0, hold_logits=0, optimizer_transient=0):
+                             tp=1, persistent_grads=0, grad_fraction=1.0, hold_logits=0, optimizer_transient=0,
+                             loss=0):
     """Peak bytes of activations plus gradients over one forward and backward.
 
     `grad_bytes_per_param` is the gradient dtype size; `grad_fraction` the share of each
     gradient this device keeps (1 / dp under ZeRO-2/3, 0 when offloaded); `persistent_grads`
-    1 when gradients live through the forward (accumulation over micro-batches).
+    1 when gradients live through the forward (accumulation over micro-batches); `loss` an
+    index into activations.LOSSES (what the loss keeps and its backward's transients).
     """
     g = grad_bytes_per_param * grad_fraction / tp
     g_layer = m.params_per_layer * g
@@ -46,10 +49,12 @@ def training_step_peak_bytes(m: ModelSpec, b, s, e, eager, recompute_level, grad
     edges = (act.embedding_output_bytes(m, b, s, e) + act.rope_table_bytes(m, s, e)
              + act.eager_mask_bytes(m, b, s, e, eager, recompute_level))
     final_norm = act.rmsnorm_bytes(m, b, s, e)
-    logits = act.logits_bytes(m, b, s, e)
+    logits = act.logits_bytes(m, b, s, e, loss)
     held = hold_logits * b * s * m.vocab_size * e  # the logits, while the caller keeps the output
     transient = act.layer_backward_extra_bytes(m, b, s, e, eager, tp)
-    loss = m.num_layers * saved + edges + final_norm + logits + held + act.loss_backward_transient_bytes(m, b, s)
+    # a fused loss makes the head's gradients in the forward (its weight's, where it trains)
+    loss = m.num_layers * saved + edges + final_norm + logits + held + act.loss_transient_bytes(m, b, s, e, loss) \
+        + (loss == 2) * g_head
     top = (m.num_layers - 1) * saved + full_layer + edges + held + g_head + g_layer + transient
     bottom = full_layer + edges + held + g_head + m.num_layers * g_layer + transient
     end = g_all + held + optimizer_transient

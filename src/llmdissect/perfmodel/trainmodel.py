@@ -44,10 +44,11 @@ def framework_bytes(mach: Machine, tensors_bytes):
 
 
 def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
-                 optimizer, lora, lora_params, frozen_weight_bytes, pure=0, ep=1, pp_virtual=1):
+                 optimizer, lora, lora_params, frozen_weight_bytes, pure=0, ep=1, pp_virtual=1, loss=0):
     """Per-device memory (bytes) of a training step; dict of scalars or arrays. `pure` 1:
     16-bit weights, gradients and optimizer states, no fp32 master (states.py). Expert
-    parallelism `ep` keeps 1/ep of the routed experts on each device (moe.py)."""
+    parallelism `ep` keeps 1/ep of the routed experts on each device (moe.py); `loss` an index
+    into activations.LOSSES."""
     shard = tp * pp
     routed = moe.routed_expert_params(m)
     # trainable parameters on this model shard: the dense part, which ZeRO partitions over the
@@ -63,7 +64,7 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     p, g, o = p + px, g + gx, o + ox
     frozen = lora * frozen_weight_bytes / shard / (1 + (zero >= 3) * (dp - 1))
     params = p + frozen
-    activations = act.activation_bytes(m, b, s, e, eager, rc, tp, pp, pp_virtual)
+    activations = act.activation_bytes(m, b, s, e, eager, rc, tp, pp, pp_virtual, loss)
     grad_fraction = (1 - lora) * (off < 1) / (1 + (zero >= 2) * (dp - 1)) / pp
     persistent = (ga > 1) * (zero < 2) * (off < 1) * (1 - lora)
     is_gpu = mach.platform.device.kind == "gpu"
@@ -71,7 +72,7 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     psi_opt = psi_dense / (1 + (zero >= 1) * (dp - 1)) + psi_experts / (1 + (zero >= 1) * (edp - 1))
     opt_tmp = optimizer_step_transient_bytes(m, psi_opt, is_gpu, (off < 1) * 1, 4 + pure * (e - 4))
     step_peak = training_step_peak_bytes(m, b, s, e, eager, rc, e, tp, persistent, grad_fraction,
-                                         optimizer_transient=opt_tmp) + lora * g
+                                         optimizer_transient=opt_tmp, loss=loss) + lora * g
     tensors = params + o + step_peak
     other = framework_bytes(mach, tensors)
     host = states.host_bytes_per_device(psi_dense, e, zero, dp, off, optimizer, pure) \
@@ -84,7 +85,7 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
 def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
                optimizer, lora, lora_params, frozen_weight_bytes, layer_weight_bytes, sharded_calls=1, flat=0,
                pure=0, ep=1, lora_rank=0, lora_targets=(), lora_dropout=0, fsdp=0, pp_virtual=1, cp=1,
-               pp_flushes=1):
+               pp_flushes=1, loss=0):
     """Per-step times (s), throughput and MFU; needs `mach.ceilings`. `layer_weight_bytes`
     is one decoder layer's weights as stored (quantized under QLoRA); `sharded_calls` how many
     collectives a sharded (ZeRO-2/3) pass splits its traffic into (one per wrapped layer
@@ -101,7 +102,8 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     Context parallelism `cp`: `s` is each device's chunk of the sequence (s / cp) and `dp` counts
     the cp ranks too (they hold the same weights and reduce their gradients together); the
     attention core sees the whole sequence, balanced over the cp ranks, its keys and values
-    passed around the ring behind its compute (comm.ring_attention_bytes)."""
+    passed around the ring behind its compute (comm.ring_attention_bytes). `loss` an index into
+    activations.LOSSES (layertime.head_forward_time_s)."""
     c, net = mach.ceilings, mach.network
     layers = m.num_layers / pp
     tokens = b * s
@@ -113,7 +115,7 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
         t_attn_bwd = layer_attention_backward_time_s(c, m, b, s * cp, e, eager, t_whole, tp, lora) / cp
         t_kernels, t_attn = t_kernels - t_attn + t_whole / cp, t_whole / cp
     t_layer = launch_bound(c, t_kernels, opc.layer_forward_ops(m))
-    t_head = head_forward_time_s(c, m, tokens, e, tp)
+    t_head = head_forward_time_s(c, m, tokens, e, tp, loss=loss, bwd_gemms=2 - lora)
     if len(lora_targets):
         adapter_fwd = lora * layers * layer_adapter_time_s(c, m, tokens, e, lora_rank, lora_targets, lora_dropout, tp)
         adapter_bwd = lora * layers * layer_adapter_time_s(c, m, tokens, e, lora_rank, lora_targets, lora_dropout, tp,
@@ -127,7 +129,7 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     # each operator's backward is one autograd node: it pays the fixed cost once, not twice
     t_bwd = (2 - lora) * (t_kernels - t_attn) + t_attn_bwd
     bwd = layers * launch_bound(c, t_bwd, opc.layer_forward_ops(m)) \
-        + head_backward_time_s(c, m, tokens, e, tp, 2 - lora) + adapter_bwd
+        + head_backward_time_s(c, m, tokens, e, tp, 2 - lora, loss) + adapter_bwd
     # selective recomputation redoes only the attention core; "op" the GEMMs it did not save
     recompute = (rc == 2) * (layers * t_layer + adapter_fwd) \
         + (rc == 1) * layers * t_attn \

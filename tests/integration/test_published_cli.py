@@ -42,11 +42,15 @@ from llmdissect.results import open_store
 # torchtune's ten rows that run CEWithChunkedOutputLoss express it (--loss chunked): their peak memory 1.09-1.90x ->
 # 0.95-1.52x; their throughput 0-1 % lower (eight head products, each re-reading the head's weights), which takes
 # the 4090 QLoRA row from 0.805x to 0.798x, just out of 1.25x: approximate 0.153/0.661 -> 0.151/0.651.
+# With --float8 tensorwise, torchtitan's Table 1 and 3 compile and compile + Float8 rows (8 and 128 H100s at 500 W,
+# throughput and memory) were added, all approximate (torch.compile, the 96 GB part): 1.29-1.32x throughput (the
+# model's float8 speed-up, 1.275x, matches the table's 1.28x), memory 0.94-0.97x; the four Table 2 CP rows express
+# Float8 and read 1.44-2.10x (were 1.25-2.03x): approximate 109 -> 117 points, 0.151/0.651 -> 0.151/0.632.
 HELD = {"infer": {"median_abs_error": 0.0985, "within_1.25x": 0.913},
         "pretrain": {"median_abs_error": 0.020, "within_1.25x": 1.0},
         "finetune": {"median_abs_error": 0.198, "within_1.25x": 0.571}}
 OVERALL = {"median_abs_error": 0.058, "within_1.25x": 0.895}
-APPROXIMATE = {"median_abs_error": 0.151, "within_1.25x": 0.651}
+APPROXIMATE = {"median_abs_error": 0.151, "within_1.25x": 0.632}
 
 
 def test_every_shipped_point_has_its_source_and_loads():

@@ -47,6 +47,9 @@ def estimate(
     loss: Optional[str] = typer.Option(None, "--loss", help="unchunked | chunked | fused: transformers' loss over "
                                        "the whole logits, torchtune's 8 chunks, or a fused linear cross-entropy "
                                        "that keeps no logits (training) [unchunked]."),
+    float8: Optional[str] = typer.Option(None, "--float8", help="none | tensorwise: the layers' linears in "
+                                         "float8, as torchao's Float8Linear (training, GPUs with an FP8 peak) "
+                                         "[none]."),
     engine: Optional[str] = typer.Option(None, "--engine", help="single | ddp | fsdp | deepspeed (training) "
                                                                 "[as bench pretrain picks]."),
     lora_rank: Optional[int] = typer.Option(None, "--lora-rank", help="LoRA rank (finetune; 0 = full)."),

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from llmdissect.perfmodel import moe
 from llmdissect.perfmodel.layertime import op_policy_gemms
+from llmdissect.perfmodel.op_costs import LOSS_CHUNKS, LOSSES  # noqa: F401 (LOSSES: the choices, here with their bytes)
 from llmdissect.specs.families import QK_NORM
 from llmdissect.specs.models import ModelSpec
 
@@ -124,15 +125,6 @@ def embedding_output_bytes(m: ModelSpec, b, s, e):
 def rope_table_bytes(m: ModelSpec, s, e):
     """cos and sin for the sequence, shared by every layer: 2 s head_dim e."""
     return 2 * s * m.head_dim * e
-
-
-LOSSES = ("unchunked", "chunked", "fused")
-"""How the loss meets the logits (`--loss`): transformers' ForCausalLMLoss over the whole fp32
-logits; torchtune's CEWithChunkedOutputLoss (the head and the loss run chunk by chunk); a fused
-linear cross-entropy (Liger-Kernel's FusedLinearCrossEntropy, arXiv 2410.10989 sec. 3.2; Cut
-Cross-Entropy, arXiv 2411.09009), which never keeps the logits."""
-LOSS_CHUNKS = 8
-"""torchtune's CEWithChunkedOutputLoss(num_output_chunks=8), the default of its recipes."""
 
 
 def logits_bytes(m: ModelSpec, b, s, e, loss=0):

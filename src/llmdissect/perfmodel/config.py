@@ -11,7 +11,7 @@ from llmdissect.perfmodel.activations import ATTNS, LOSSES, RECOMPUTES
 from llmdissect.perfmodel.defaults import OPTIMIZERS
 from llmdissect.perfmodel.kvcache import CACHES
 from llmdissect.perfmodel.moe import check_expert_parallel
-from llmdissect.perfmodel.op_costs import LORA_DROPOUTS
+from llmdissect.perfmodel.op_costs import FLOAT8_RECIPES, LORA_DROPOUTS
 from llmdissect.perfmodel.states import OFFLOADS, PRECISIONS
 from llmdissect.perfmodel.weights import LORA_TARGETS_DEFAULT, check_group_size, check_quant, group_size_key
 from llmdissect.specs.hardware import Platform
@@ -176,7 +176,9 @@ class TrainSetup:
     """mixed (16-bit compute, fp32 master weights and optimizer states) | pure (everything in
     the compute dtype, no master: torchtune's dtype=bf16 recipes)."""
     loss: str = "unchunked"
-    """unchunked | chunked | fused: how the loss meets the logits (activations.LOSSES)."""
+    """unchunked | chunked | fused: how the loss meets the logits (op_costs.LOSSES)."""
+    float8: str = "none"
+    """none | tensorwise: the layers' linears in float8 (torchao's Float8Linear; op_costs.FLOAT8_RECIPES)."""
     dp: int = field(init=False, default=1)
 
     def __post_init__(self) -> None:
@@ -191,6 +193,9 @@ class TrainSetup:
         _choice("optimizer", self.optimizer, OPTIMIZERS)
         _choice("precision", self.precision, PRECISIONS)
         _choice("loss", self.loss, LOSSES)
+        _choice("float8", self.float8, FLOAT8_RECIPES)
+        if self.float8 != "none" and self.lora_rank:
+            raise UserError("--float8 with LoRA is not modelled (float8 linears train every weight)")
         _check_attn(self.attn, self.platform)
         if self.seq > self.model.max_position_embeddings:
             raise UserError(f"--seq {self.seq} is longer than {self.model.name} allows "
@@ -276,6 +281,8 @@ class TrainSetup:
             c["precision"] = self.precision
         if self.loss != "unchunked":  # measured runs use transformers' loss: only a departure is a key
             c["loss"] = self.loss
+        if self.float8 != "none":
+            c["float8"] = self.float8
         return c
 
 

@@ -70,7 +70,8 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
     lora_params = wt.lora_params(m, setup.lora_rank, setup.lora_targets) if lora else 0
     quant = setup.quant
     if quant in wt.FP8_GEMM:
-        raise UserError(f"--quant {quant} is an inference option (FP8 training is not modelled)")
+        raise UserError(f"--quant {quant} is an inference option (FP8 training is --float8 tensorwise)")
+    float8_scale = _float8_scale(setup)  # refused here where the device has no FP8 peak, timed or not
     frozen = wt.model_weight_bytes(m, quant, e) if lora else 0
     layer_bytes = wt.layer_read_bytes(m, quant, e)
     # context parallelism: each device runs its 1 / cp of every sequence, and the cp ranks hold
@@ -93,7 +94,7 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
                        flat=int(setup.flat_optimizer), fsdp=int(setup.engine == "fsdp"),
                        lora_rank=setup.lora_rank, lora_targets=targets,
                        lora_dropout=LORA_DROPOUTS.index(setup.lora_dropout), cp=setup.cp,
-                       pp_flushes=setup.pp_flushes, **kw)
+                       pp_flushes=setup.pp_flushes, float8_scale=float8_scale, **kw)
         metrics["comm_total_s"] = float(t.pop("comm_total_s"))
         metrics.update(_plain(t))
     else:
@@ -125,6 +126,18 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
         notes.append(f"QLoRA: base weights stored as {quant}, dequantized to {setup.dtype} before each matmul "
                      "(the copy's traffic is counted; kernel-launch overheads are not)")
     return Estimate(setup.kind, setup.config(), metrics, notes)
+
+
+def _float8_scale(setup: TrainSetup) -> float:
+    """The FP8 peak over the compute dtype's where the linears train in float8, else 1;
+    UserError where the device has no FP8 peak."""
+    if setup.float8 == "none":
+        return 1.0
+    dev = setup.platform.device
+    fp8, base = dev.peak("fp8"), dev.peak(setup.dtype)
+    if not fp8 or not base:
+        raise UserError(f"--float8 {setup.float8} needs a device with an FP8 peak; {dev.name} has none")
+    return fp8 / base
 
 
 def _fp8_machine(setup: InferSetup, mach: Machine) -> Machine:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from llmdissect.perfmodel import activations as act
 from llmdissect.perfmodel import moe
 from llmdissect.perfmodel import op_costs as opc
 from llmdissect.perfmodel import weights as wt
@@ -55,6 +54,21 @@ def layer_gemm_shapes(m: ModelSpec):
     of the layer's FLOPs in every preset)."""
     h, f = m.hidden_size, m.mlp_token_width
     return (*attention_gemm_shapes(m), *[(h, f)] * m.mlp_in_matrices, (f, h))
+
+
+def layer_float8_cast_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1, passes="fwd", share=1.0):
+    """The float8 casts of a layer's linears (op_costs.float8_cast_bytes) on one TP rank, at the
+    element-wise rate: a column-parallel product casts the whole input and 1/tp of its weight
+    and output, a row-parallel one (o, down) 1/tp of its input and weight and the whole output.
+    `share`: the fraction of the layer's products that run (recomputation's)."""
+    shapes = layer_gemm_shapes(m)
+    rows = {len(attention_gemm_shapes(m)) - 1, len(shapes) - 1}  # o_proj and down_proj
+    total = 0.0
+    for i, (k, n) in enumerate(shapes):
+        row = i in rows
+        total += opc.float8_cast_bytes(tokens * k / (tp if row else 1), k * n / tp, tokens * n / (1 if row else tp),
+                                       e, passes)
+    return memory_time_s(c, share * total, tokens)
 
 
 def op_policy_gemms(m: ModelSpec):
@@ -283,13 +297,13 @@ def layer_forward_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes
 def head_forward_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1, with_loss=1, loss=0, bwd_gemms=0):
     """Output head (vocabulary-parallel under TP) and, in training, the loss's forward pass
     over the fp32 logits; plus what a forward pays outside its layers (`forward_fixed_s`) and
-    the loss's fixed costs. `loss` an index into activations.LOSSES: chunked runs the head and
+    the loss's fixed costs. `loss` an index into op_costs.LOSSES: chunked runs the head and
     the loss on LOSS_CHUNKS slices of the tokens (each product re-reads the head's weights,
     each chunk's loss pays its own fixed costs); fused runs, chunk by chunk, the head, one
     pass that reads the 16-bit logits and writes their gradient in place, and the backward's
     `bwd_gemms` products (dX, and dW where the head trains), all in the forward (Liger's
     FusedLinearCrossEntropy, arXiv 2410.10989 sec. 3.2)."""
-    chunks = 1 + (loss == 1) * (act.LOSS_CHUNKS - 1)
+    chunks = 1 + (loss == 1) * (opc.LOSS_CHUNKS - 1)
     ce = opc.cross_entropy(tokens, m.vocab_size, "fwd").bytes
     loss_bytes = with_loss * (ce + (loss == 2) * (2 * e * tokens * m.vocab_size - ce)) / tp
     fixed = c.forward_fixed_s + with_loss * chunks * 2 * len(opc.LOSS_OPS) * c.op_fixed_s
@@ -304,7 +318,7 @@ def head_backward_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1, gemms=2, lo
     paying the forward's fixed costs again (backward_time's convention for the layers);
     chunked as head_forward_time_s, chunk by chunk. fused: its products ran in the forward;
     what is left scales the saved input gradient (a read and a write of b s h)."""
-    chunks = 1 + (loss == 1) * (act.LOSS_CHUNKS - 1)
+    chunks = 1 + (loss == 1) * (opc.LOSS_CHUNKS - 1)
     ce = opc.cross_entropy(tokens, m.vocab_size, "bwd").bytes / tp
     fixed = c.forward_fixed_s + chunks * 2 * len(opc.LOSS_OPS) * c.op_fixed_s
     unfused = gemms * (chunks * _head_gemm_time_s(c, m, tokens / chunks, e, tp) + fixed) + memory_time_s(c, ce)

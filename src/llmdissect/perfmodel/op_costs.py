@@ -100,6 +100,35 @@ def linear_flops(T, k, n, passes: str = "fwd"):
     return _times(passes) * 2 * T * k * n
 
 
+LOSSES = ("unchunked", "chunked", "fused")
+"""How the loss meets the logits (`--loss`): transformers' ForCausalLMLoss over the whole fp32
+logits; torchtune's CEWithChunkedOutputLoss (the head and the loss run chunk by chunk); a fused
+linear cross-entropy (Liger-Kernel's FusedLinearCrossEntropy, arXiv 2410.10989 sec. 3.2; Cut
+Cross-Entropy, arXiv 2411.09009), which never keeps the logits."""
+LOSS_CHUNKS = 8
+"""torchtune's CEWithChunkedOutputLoss(num_output_chunks=8), the default of its recipes."""
+
+
+FLOAT8_RECIPES = ("none", "tensorwise")
+"""Float8 training of the linear layers (`--float8`): torchao's Float8Linear with dynamic
+tensor-wise scales, as torchtitan's float8 converter applies it."""
+
+
+def float8_cast_bytes(inputs, weights, outputs, e, passes: str = "fwd"):
+    """What torchao's Float8Linear (tensor-wise dynamic scaling; float8/float8_linear.py,
+    matmul_with_hp_or_float8_args) moves to cast one linear's operands, given the elements of
+    its input [T, k], weight [k, n] and output [T, n]. Each operand is cast from its
+    high-precision copy: one pass for its amax, one that reads it and writes a byte an element,
+    (2e + 1) bytes an element (as torch.compile fuses each cast; eager runs more passes).
+    fwd: the input and the weight. bwd: the output gradient for dX, and its transposed copy for
+    dW (the scale reused: e + 1); the weight and the input again, which the forward saved in
+    high precision (`ctx.save_for_backward(input_hp, weight_hp_t)`)."""
+    cast = 2 * e + 1
+    if _bwd(passes):
+        return cast * (outputs + weights + inputs) + (e + 1) * outputs
+    return cast * (inputs + weights)
+
+
 def linear_io_bytes(T, k, n, e, passes: str = "fwd"):
     """The activations' share of a linear layer's bytes. fwd: read X, write Y. bwd: read dY
     and X, write dX (the weight's share, read W and write dW, comes on top)."""

@@ -21,7 +21,7 @@ ANALYTICAL_KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER)
 """What run_estimate answers with the closed-form model (a suite's `estimate` entries)."""
 TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp", "pp_virtual",
               "pp_flushes", "cp", "ep", "lora_rank", "lora_dropout", "optimizer", "precision", "engine",
-              "loss")
+              "loss", "float8")
 INFER_ONLY = ("batch", "cache")
 WEIGHTS = ("group_size", "kv_dtype")
 """Options of the served weights and cache: inference and serving take them, training does not."""
@@ -95,6 +95,10 @@ class EstimateRequest(BaseModel):
     """unchunked | chunked | fused [unchunked] (training): transformers' loss over the whole
     fp32 logits; torchtune's chunked output loss (8 chunks); a fused linear cross-entropy
     (Liger-Kernel's) that keeps no logits."""
+    float8: Optional[str] = None
+    """none | tensorwise [none] (training): the layers' linears in float8, as torchao's
+    Float8Linear with dynamic tensor-wise scales (torchtitan's float8 converter), on a GPU with
+    an FP8 peak."""
     lora_rank: Optional[int] = None
     """LoRA rank (finetune; 0 = full fine-tuning)."""
     lora_targets: Optional[str] = None
@@ -213,7 +217,8 @@ def estimate_for(request: EstimateRequest, model, profile: dict[str, Any], expli
                        optimizer=r.optimizer or "adamw",
                        lora_rank=r.lora_rank or 0, lora_targets=targets, lora_dropout=r.lora_dropout or "none",
                        engine_name=r.engine or "auto",
-                       precision=r.precision or "mixed", loss=r.loss or "unchunked", **common)
+                       precision=r.precision or "mixed", loss=r.loss or "unchunked",
+                       float8=r.float8 or "none", **common)
     return estimate_train(setup, machine)
 
 

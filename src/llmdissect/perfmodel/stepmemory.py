@@ -38,7 +38,7 @@ def training_step_peak_bytes(m: ModelSpec, b, s, e, eager, recompute_level, grad
     `grad_bytes_per_param` is the gradient dtype size; `grad_fraction` the share of each
     gradient this device keeps (1 / dp under ZeRO-2/3, 0 when offloaded); `persistent_grads`
     1 when gradients live through the forward (accumulation over micro-batches); `loss` an
-    index into activations.LOSSES (what the loss keeps and its backward's transients).
+    index into op_costs.LOSSES (what the loss keeps and its backward's transients).
     """
     g = grad_bytes_per_param * grad_fraction / tp
     g_layer = m.params_per_layer * g

@@ -13,6 +13,8 @@ offload 0 none / 1 optimizer / 2 params, lora 0/1):
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import llmdissect.metric_names as mn
 from llmdissect.perfmodel import activations as act
 from llmdissect.perfmodel import comm, moe, states
@@ -27,9 +29,12 @@ from llmdissect.perfmodel.layertime import (
     layer_adapter_time_s,
     layer_attention_backward_time_s,
     layer_attention_time_s,
+    layer_float8_cast_time_s,
+    layer_gemm_shapes,
     layer_kernels_time_s,
     layer_op_recompute_time_s,
     model_param_tensors,
+    op_policy_gemms,
 )
 from llmdissect.perfmodel.roofline import memory_time_s
 from llmdissect.perfmodel.stepmemory import optimizer_step_transient_bytes, training_step_peak_bytes
@@ -48,7 +53,7 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     """Per-device memory (bytes) of a training step; dict of scalars or arrays. `pure` 1:
     16-bit weights, gradients and optimizer states, no fp32 master (states.py). Expert
     parallelism `ep` keeps 1/ep of the routed experts on each device (moe.py); `loss` an index
-    into activations.LOSSES."""
+    into op_costs.LOSSES."""
     shard = tp * pp
     routed = moe.routed_expert_params(m)
     # trainable parameters on this model shard: the dense part, which ZeRO partitions over the
@@ -85,7 +90,7 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
 def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
                optimizer, lora, lora_params, frozen_weight_bytes, layer_weight_bytes, sharded_calls=1, flat=0,
                pure=0, ep=1, lora_rank=0, lora_targets=(), lora_dropout=0, fsdp=0, pp_virtual=1, cp=1,
-               pp_flushes=1, loss=0):
+               pp_flushes=1, loss=0, float8_scale=1.0):
     """Per-step times (s), throughput and MFU; needs `mach.ceilings`. `layer_weight_bytes`
     is one decoder layer's weights as stored (quantized under QLoRA); `sharded_calls` how many
     collectives a sharded (ZeRO-2/3) pass splits its traffic into (one per wrapped layer
@@ -103,11 +108,20 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     the cp ranks too (they hold the same weights and reduce their gradients together); the
     attention core sees the whole sequence, balanced over the cp ranks, its keys and values
     passed around the ring behind its compute (comm.ring_attention_bytes). `loss` an index into
-    activations.LOSSES (layertime.head_forward_time_s)."""
+    op_costs.LOSSES (layertime.head_forward_time_s). `float8_scale`: the device's FP8 peak over
+    its compute dtype's where the layers' linears run in float8 (torchao's Float8Linear,
+    tensor-wise): their products, forward and backward, at that multiple of the peak, plus the
+    casts of their operands (layertime.layer_float8_cast_time_s); the head stays in the compute
+    dtype (torchtitan's converter leaves `output` out), and 1 is no float8."""
     c, net = mach.ceilings, mach.network
     layers = m.num_layers / pp
     tokens = b * s
-    t_kernels = layer_kernels_time_s(c, m, b, s, e, eager, layer_weight_bytes, tp, by_length=True)
+    float8 = float8_scale != 1.0
+    redone_share = len(op_policy_gemms(m)[1]) / len(layer_gemm_shapes(m))  # the products "op" recomputes
+    c_lin = replace(c, gemm_peak_scale=c.gemm_peak_scale * float8_scale) if float8 else c  # the layers' linears
+    cast_fwd = float8 * layer_float8_cast_time_s(c, m, tokens, e, tp)
+    cast_bwd = float8 * layer_float8_cast_time_s(c, m, tokens, e, tp, "bwd")
+    t_kernels = layer_kernels_time_s(c_lin, m, b, s, e, eager, layer_weight_bytes, tp, by_length=True) + cast_fwd
     t_attn = layer_attention_time_s(c, m, b, s, e, eager, tp, by_length=True)
     t_attn_bwd = layer_attention_backward_time_s(c, m, b, s, e, eager, t_attn, tp, lora)
     if cp > 1:  # the attention of s / cp queries over all s keys: 1 / cp of the whole sequence's
@@ -127,13 +141,14 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     # backward: activation gradients (1x forward) + weight gradients (1x) unless the base is frozen;
     # the attention core's at its own measured rate where bench ops timed its backward
     # each operator's backward is one autograd node: it pays the fixed cost once, not twice
-    t_bwd = (2 - lora) * (t_kernels - t_attn) + t_attn_bwd
+    t_bwd = (2 - lora) * (t_kernels - cast_fwd - t_attn) + t_attn_bwd + cast_bwd
     bwd = layers * launch_bound(c, t_bwd, opc.layer_forward_ops(m)) \
         + head_backward_time_s(c, m, tokens, e, tp, 2 - lora, loss) + adapter_bwd
     # selective recomputation redoes only the attention core; "op" the GEMMs it did not save
     recompute = (rc == 2) * (layers * t_layer + adapter_fwd) \
         + (rc == 1) * layers * t_attn \
-        + (rc == 3) * layers * layer_op_recompute_time_s(c, m, b, s, e, eager, layer_weight_bytes, tp)
+        + (rc == 3) * layers * (layer_op_recompute_time_s(c_lin, m, b, s, e, eager, layer_weight_bytes, tp)
+                                + float8 * layer_float8_cast_time_s(c, m, tokens, e, tp, share=redone_share))
     act_bytes = tokens * m.hidden_size * e
     tp_comm = comm.tensor_parallel_comm_s(net, act_bytes, tp, layers, 2 + (rc == 2))
     pp_net = comm.pipeline_network(net, mach.scale_out, mach.node_devices, tp, pp)

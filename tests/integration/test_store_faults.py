@@ -48,7 +48,7 @@ entries:
     name: running
     model: debug-llama
     seq: 32
-    steps: 1000
+    steps: 1000000  # far past the timeout on any machine (1000 steps of seq 32 can end inside 3 s)
     timeout: 3
   - kind: estimate
     name: after

@@ -46,11 +46,20 @@ from llmdissect.results import open_store
 # throughput and memory) were added, all approximate (torch.compile, the 96 GB part): 1.29-1.32x throughput (the
 # model's float8 speed-up, 1.275x, matches the table's 1.28x), memory 0.94-0.97x; the four Table 2 CP rows express
 # Float8 and read 1.44-2.10x (were 1.25-2.03x): approximate 109 -> 117 points, 0.151/0.651 -> 0.151/0.632.
+# --kernels eager|fused (training; eager, operator by operator, the default, as bench runs transformers): points that
+# run torch.compile, Transformer Engine or Megatron-Core's fused kernels say fused, and torch.compile is no longer a
+# gap for their time (it stays one for memory). torchtitan's compile-off rows now run eager: its A100 rows 0.94-1.06x
+# -> 0.90-0.96x (pretrain 0.020 -> 0.047), its H100 FSDP rows 1.50/1.54x -> 1.28/1.32x, level with its compile rows
+# (the eager / fused ratio, 1.166, against the table's 1.157). Finetune: NeMo AutoModel's rows before its norm fusion
+# (PR #1120) run eager (8B 1.05 -> 0.93, Qwen 7B 1.06 -> 0.95, Qwen 32B PP 1.12/1.20 -> 1.03/1.10, 70B 1.57 -> 1.40);
+# its two 70B rows after it fuse only the norm, a gap (approximate); torchtune's 8B LoRA 4090 throughput row, whose
+# one gap was torch.compile, is exact at 0.72x: finetune 7 -> 6 points, 0.198/0.571 -> 0.086/0.667; overall 48 -> 47,
+# 0.058/0.896 -> 0.071/0.915; approximate 117 -> 118, 0.151/0.627.
 HELD = {"infer": {"median_abs_error": 0.0985, "within_1.25x": 0.913},
-        "pretrain": {"median_abs_error": 0.020, "within_1.25x": 1.0},
-        "finetune": {"median_abs_error": 0.198, "within_1.25x": 0.571}}
-OVERALL = {"median_abs_error": 0.058, "within_1.25x": 0.895}
-APPROXIMATE = {"median_abs_error": 0.151, "within_1.25x": 0.632}
+        "pretrain": {"median_abs_error": 0.048, "within_1.25x": 1.0},
+        "finetune": {"median_abs_error": 0.086, "within_1.25x": 0.666}}
+OVERALL = {"median_abs_error": 0.071, "within_1.25x": 0.914}
+APPROXIMATE = {"median_abs_error": 0.152, "within_1.25x": 0.627}
 
 
 def test_every_shipped_point_has_its_source_and_loads():

@@ -84,8 +84,11 @@ def test_sigkill_mid_suite_then_resume_runs_each_point_exactly_once(tmp_path, db
     import psutil
 
     suite = tmp_path / "resume.yaml"
+    # the second point runs for seconds: a forked point of one step ends in well under the 0.2 s
+    # between polls, and on a fast machine the whole suite could end before the kill
     suite.write_text("suite: resume\nentries:\n"
-                     f"  - kind: pretrain\n{POINT}    grid:\n      micro_batch: [1, 2]\n"
+                     "  - kind: pretrain\n    model: debug-llama\n    warmup: 0\n    seq: 32\n"
+                     "    grid:\n      steps: [1, 4000]\n"
                      "  - kind: estimate\n    workload: infer\n    model: llama2-7b\n    grid:\n"
                      "      hardware: [a800, rtx3090]\n")
     proc = subprocess.Popen([sys.executable, "-m", "llmdissect", "run", str(suite), "--db", str(db_path)],

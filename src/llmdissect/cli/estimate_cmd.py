@@ -47,6 +47,9 @@ def estimate(
     loss: Optional[str] = typer.Option(None, "--loss", help="unchunked | chunked | fused: transformers' loss over "
                                        "the whole logits, torchtune's 8 chunks, or a fused linear cross-entropy "
                                        "that keeps no logits (training) [unchunked]."),
+    kernels: Optional[str] = typer.Option(None, "--kernels", help="eager | fused: the layers' element-wise "
+                                          "modules operator by operator (PyTorch eager, as bench runs them) or "
+                                          "one pass each (torch.compile, fused kernels) (training) [eager]."),
     float8: Optional[str] = typer.Option(None, "--float8", help="none | tensorwise: the layers' linears in "
                                          "float8, as torchao's Float8Linear (training, GPUs with an FP8 peak) "
                                          "[none]."),

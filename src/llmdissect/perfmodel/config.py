@@ -11,7 +11,7 @@ from llmdissect.perfmodel.activations import ATTNS, LOSSES, RECOMPUTES
 from llmdissect.perfmodel.defaults import OPTIMIZERS
 from llmdissect.perfmodel.kvcache import CACHES
 from llmdissect.perfmodel.moe import check_expert_parallel
-from llmdissect.perfmodel.op_costs import FLOAT8_RECIPES, LORA_DROPOUTS
+from llmdissect.perfmodel.op_costs import FLOAT8_RECIPES, KERNELS, LORA_DROPOUTS
 from llmdissect.perfmodel.states import OFFLOADS, PRECISIONS
 from llmdissect.perfmodel.weights import LORA_TARGETS_DEFAULT, check_group_size, check_quant, group_size_key
 from llmdissect.specs.hardware import Platform
@@ -177,6 +177,9 @@ class TrainSetup:
     the compute dtype, no master: torchtune's dtype=bf16 recipes)."""
     loss: str = "unchunked"
     """unchunked | chunked | fused: how the loss meets the logits (op_costs.LOSSES)."""
+    kernels: str = "eager"
+    """eager | fused: how the layers' element-wise modules run (op_costs.KERNELS); eager as
+    `bench pretrain` runs transformers' modules, fused under torch.compile or fused kernels."""
     float8: str = "none"
     """none | tensorwise: the layers' linears in float8 (torchao's Float8Linear; op_costs.FLOAT8_RECIPES)."""
     dp: int = field(init=False, default=1)
@@ -194,6 +197,7 @@ class TrainSetup:
         _choice("precision", self.precision, PRECISIONS)
         _choice("loss", self.loss, LOSSES)
         _choice("float8", self.float8, FLOAT8_RECIPES)
+        _choice("kernels", self.kernels, KERNELS)
         if self.float8 != "none" and self.lora_rank:
             raise UserError("--float8 with LoRA is not modelled (float8 linears train every weight)")
         _check_attn(self.attn, self.platform)
@@ -283,6 +287,8 @@ class TrainSetup:
             c["loss"] = self.loss
         if self.float8 != "none":
             c["float8"] = self.float8
+        if self.kernels != "eager":  # measured runs run transformers' eager modules
+            c["kernels"] = self.kernels
         return c
 
 
@@ -307,6 +313,8 @@ class InferSetup:
     kv_dtype: str = "auto"
     """The KV cache's element type: auto (the compute dtype) or fp8 (one byte: vLLM's
     --kv-cache-dtype fp8, TensorRT-LLM's FP8 KV cache), a GPU engine's option."""
+    pp: int = 1
+    """Pipeline stages: the layers split over pp devices, one batch passing through them in turn."""
     dp: int = field(init=False, default=1)
 
     def __post_init__(self) -> None:
@@ -320,7 +328,7 @@ class InferSetup:
         if self.input_len + self.output_len > self.model.max_position_embeddings:
             raise UserError(f"--input-len {self.input_len} + --output-len {self.output_len} is longer than "
                             f"{self.model.name} allows ({self.model.max_position_embeddings} positions)")
-        object.__setattr__(self, "dp", _check_parallel(self.model, self.platform, self.tp, 1))
+        object.__setattr__(self, "dp", _check_parallel(self.model, self.platform, self.tp, self.pp))
 
     @property
     def e(self) -> float:
@@ -340,4 +348,6 @@ class InferSetup:
             c["group_size"] = self.group_size
         if self.kv_dtype != "auto":  # a departure from the compute dtype is a key of its own
             c["kv_dtype"] = self.kv_dtype
+        if self.pp > 1:  # measured generate runs on one device: only a departure is a key
+            c["pp"] = self.pp
         return c

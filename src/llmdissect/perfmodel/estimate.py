@@ -16,7 +16,7 @@ from llmdissect.perfmodel.activations import LOSSES, RECOMPUTE_LEVEL
 from llmdissect.perfmodel.ceilings import Machine
 from llmdissect.perfmodel.config import InferSetup, TrainSetup
 from llmdissect.perfmodel.infermodel import infer_memory, infer_time
-from llmdissect.perfmodel.op_costs import LORA_DROPOUTS
+from llmdissect.perfmodel.op_costs import KERNELS, LORA_DROPOUTS
 from llmdissect.perfmodel.trainmodel import train_memory, train_time
 
 OFFLOAD_LEVEL = {"none": 0, "optimizer": 1, "params": 2}
@@ -94,7 +94,8 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
                        flat=int(setup.flat_optimizer), fsdp=int(setup.engine == "fsdp"),
                        lora_rank=setup.lora_rank, lora_targets=targets,
                        lora_dropout=LORA_DROPOUTS.index(setup.lora_dropout), cp=setup.cp,
-                       pp_flushes=setup.pp_flushes, float8_scale=float8_scale, **kw)
+                       pp_flushes=setup.pp_flushes, float8_scale=float8_scale,
+                       kernels=KERNELS.index(setup.kernels), **kw)
         metrics["comm_total_s"] = float(t.pop("comm_total_s"))
         metrics.update(_plain(t))
     else:
@@ -159,7 +160,7 @@ def estimate_infer(setup: InferSetup, mach: Machine) -> Estimate:
     if setup.quant in wt.FP8_GEMM:
         mach = _fp8_machine(setup, mach)
     kw = dict(b=setup.batch, n_in=setup.input_len, n_out=setup.output_len, e=e,
-              eager=int(setup.attn == "eager"), tp=setup.tp, kv_e=setup.kv_e)
+              eager=int(setup.attn == "eager"), tp=setup.tp, kv_e=setup.kv_e, pp=setup.pp)
     group = setup.group_size
     memory, max_batch = infer_memory(m, mach, weight_bytes=wt.model_weight_bytes(m, setup.quant, e, group), **kw)
     kw["concat"] = int(setup.cache == "dynamic")  # time only: both caches hold the same bytes at the end

@@ -32,17 +32,19 @@ from llmdissect.perfmodel.trainmodel import framework_bytes
 from llmdissect.specs.models import ModelSpec
 
 
-def infer_memory(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, weight_bytes, kv_e=None):
+def infer_memory(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, weight_bytes, kv_e=None, pp=1):
     """Per-device bytes: weights, KV cache at the end of generate (`kv_e` bytes an element:
-    one for an FP8 cache; the compute dtype's `e` by default), prefill working set."""
+    one for an FP8 cache; the compute dtype's `e` by default), prefill working set. `pp`
+    pipeline stages each hold 1/pp of the layers' weights and cache (even stages; the
+    embedding and head on the end ones are spread with them)."""
     kv_e = e if kv_e is None else kv_e
-    weights = weight_bytes / tp
-    kv = kvcache.kv_cache_bytes(m, b, kvcache.generate_positions(n_in, n_out), kv_e, tp)
+    weights = weight_bytes / tp / pp
+    kv = kvcache.kv_cache_bytes(m, b, kvcache.generate_positions(n_in, n_out), kv_e, tp) / pp
     activations = kvcache.prefill_working_bytes(m, b, n_in, e, eager, tp)
     tensors = weights + kv + activations
     other = framework_bytes(mach, tensors)
     # the largest batch whose cache and working set fit beside the weights
-    per_seq = (kvcache.kv_cache_bytes(m, 1, kvcache.generate_positions(n_in, n_out), kv_e, tp)
+    per_seq = (kvcache.kv_cache_bytes(m, 1, kvcache.generate_positions(n_in, n_out), kv_e, tp) / pp
                + kvcache.prefill_working_bytes(m, 1, n_in, e, eager, tp))
     a = mach.assumptions
     usable = (mach.platform.device.memory_bytes - a["framework_context_bytes"]) / (1 + a["fragmentation_fraction"]) \
@@ -54,12 +56,16 @@ def infer_memory(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, w
 
 
 def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp, layer_weights, concat=1,
-               kv_e=None):
+               kv_e=None, pp=1):
     """TTFT, TPOT, end-to-end latency, throughput and MFU of one batch; needs ceilings.
     `layer_weights` is the bytes of one decoder layer's (possibly quantized) weights;
     `concat` 1 for a cache that appends by concatenation (transformers' dynamic), 0 in place;
     `kv_e` the bytes of a cached element (an FP8 cache's one; `e` by default): decode reads
-    the cache at that size, its attention FLOPs are the same."""
+    the cache at that size, its attention FLOPs are the same. `pp` pipeline stages: one batch
+    runs them in turn (generate's loop has one batch in flight, as a naive pipeline of layers
+    over devices runs; vLLM overlaps several only when it serves several batches), so the
+    compute is one device's, and each step adds pp - 1 sends of the batch's hidden states
+    between stages (comm.p2p_time_s over the pipeline's link)."""
     net = mach.network
     kv_e = e if kv_e is None else kv_e
     # the forward's fixed costs, hot or cold by the bytes it streams (layertime.cold_cache_scale)
@@ -89,10 +95,13 @@ def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp,
     kernels = gemm + attn + append + m.num_layers * layer_elementwise_time_s(c, m, b, e, tp)
     layers = m.num_layers * launch_bound(c, kernels / m.num_layers, layer_forward_ops(m), c.cache_update_s)
     tp_comm = comm.tensor_parallel_comm_s(net, b * m.hidden_size * e, tp, m.num_layers, 1)
-    tpot = layers + head + c.generate_step_s + tp_comm
+    pp_net = comm.pipeline_network(net, mach.scale_out, mach.node_devices, tp, pp)
+    prefill = prefill + (pp - 1) * comm.p2p_time_s(pp_net, b * n_in * m.hidden_size * e)
+    pp_comm = (pp - 1) * comm.p2p_time_s(pp_net, b * m.hidden_size * e)
+    tpot = layers + head + c.generate_step_s + tp_comm + pp_comm
     e2e = prefill + (n_out - 1) * tpot
     flops = b * n_in * fl.inference_flops_per_token(m, n_in / 2) + b * n_out * fl.inference_flops_per_token(m, ctx)
     return {mn.TIME: {mn.TTFT_S: prefill, mn.TPOT_S: tpot, mn.E2E_LATENCY_S: e2e},
             mn.TOKENS_PER_S: dp * b * n_out / e2e, mn.PREFILL_TOKENS_PER_S: b * n_in / prefill,
-            mn.DECODE_TOKENS_PER_S: b / tpot, mn.MFU: flops / (e2e * c.peak_flops_per_s * c.gemm_peak_scale * tp),
+            mn.DECODE_TOKENS_PER_S: b / tpot, mn.MFU: flops / (e2e * c.peak_flops_per_s * c.gemm_peak_scale * tp * pp),
             mn.MODEL_FLOPS_PER_TOKEN: fl.inference_flops_per_token(m, ctx)}

@@ -172,19 +172,30 @@ def layer_attention_backward_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, f
     return attention_time_s(c, cost.flops / tp, cost.bytes / tp, s, backward=True)
 
 
-def layer_elementwise_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1):
+def layer_elementwise_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1, kernels=1):
     """Norms, RoPE, SwiGLU and residual adds: bandwidth-bound. Norms and adds act on the
-    whole hidden state on every TP rank; RoPE and SwiGLU on the rank's heads and columns."""
+    whole hidden state on every TP rank; RoPE and SwiGLU on the rank's heads and columns.
+    `kernels` an index into op_costs.KERNELS: fused (1) moves each module's tensors once; eager
+    (0) each of its operators' (op_costs.rmsnorm_eager_bytes, rope_eager_bytes,
+    swiglu_eager_bytes; a GPT layer's LayerNorm and GELU are one operator each either way). A
+    device whose `bench ops` measured its element-wise operators prices them as measured: that
+    efficiency is the eager modules' time against the fused bytes already."""
     h = m.hidden_size
-    replicated = 2 * opc.rmsnorm(tokens, h, e).bytes + 2 * opc.residual_add(tokens, h, e).bytes
-    sharded = (opc.rope(tokens, m.q_dim, m.kv_dim, m.head_dim, e).bytes
-               + opc.mlp_activation(tokens, m.mlp_token_width, e, m.gated_mlp).bytes)
+    eager = (kernels == 0) * (not c.memory_efficiency_by_tokens) * (m.model_type != "gpt")
+    norm = opc.rmsnorm(tokens, h, e).bytes
+    rope = opc.rope(tokens, m.q_dim, m.kv_dim, m.head_dim, e).bytes
+    act = opc.mlp_activation(tokens, m.mlp_token_width, e, m.gated_mlp).bytes
+    norm = norm + eager * (opc.rmsnorm_eager_bytes(tokens, h, e) - norm)
+    rope = rope + eager * (opc.rope_eager_bytes(tokens, m.q_dim, m.kv_dim, e) - rope)
+    act = act + eager * m.gated_mlp * (opc.swiglu_eager_bytes(tokens, m.mlp_token_width, e) - act)
+    replicated = 2 * norm + 2 * opc.residual_add(tokens, h, e).bytes
+    sharded = rope + act
     # a MoE layer's routing, dispatch and combine (the mean over the model's layers)
     routing = m.moe_layers / m.num_layers * opc.moe_routing(tokens, m.experts_per_token, h, m.num_experts, e).bytes
     return memory_time_s(c, replicated + sharded / tp + routing, tokens)
 
 
-def layer_op_recompute_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1):
+def layer_op_recompute_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1, kernels=1):
     """What "op" selective recomputation redoes per layer in backward: the GEMMs it does not
     save (op_policy_gemms), the element-wise operators, and eager attention's core (a fused
     attention's outputs are saved); each operator at its fixed cost too."""
@@ -196,9 +207,9 @@ def layer_op_recompute_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_
                             (tokens, k, n / tp), io)
                 for k, n, _ in redone for io in [opc.linear_io_bytes(tokens, k, n, e) / tp])
     ops = len(opc.LAYER_FORWARD_OPS) - len(shapes) + len(redone) - (1 - eager)  # the saved ones are not rerun
-    kernels = (gemms + layer_elementwise_time_s(c, m, tokens, e, tp)
-               + eager * layer_attention_time_s(c, m, b, s, e, eager, tp))
-    return launch_bound(c, kernels, ops)
+    total = (gemms + layer_elementwise_time_s(c, m, tokens, e, tp, kernels)
+             + eager * layer_attention_time_s(c, m, b, s, e, eager, tp))
+    return launch_bound(c, total, ops)
 
 
 ROW_PARALLEL = ("o_proj", "down_proj")
@@ -277,13 +288,15 @@ def with_cold_caches(c: Ceilings, streamed_bytes) -> Ceilings:
     return replace(c, **{k: getattr(c, k) * scale for k in FORWARD_FIXED_COSTS})
 
 
-def layer_kernels_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1, by_length=False):
+def layer_kernels_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1, by_length=False,
+                         kernels=1):
     """One layer's forward kernels: GEMMs + attention core + element-wise operators, each at
-    its roofline (no fixed costs); `by_length` as layer_attention_time_s."""
+    its roofline (no fixed costs); `by_length` as layer_attention_time_s, `kernels` as
+    layer_elementwise_time_s."""
     tokens = b * s
     return (layer_gemm_time_s(c, m, tokens, e, weight_bytes, tp)
             + layer_attention_time_s(c, m, b, s, e, eager, tp, by_length)
-            + layer_elementwise_time_s(c, m, tokens, e, tp))
+            + layer_elementwise_time_s(c, m, tokens, e, tp, kernels))
 
 
 def layer_forward_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1, by_length=False,

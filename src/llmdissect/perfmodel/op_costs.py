@@ -270,6 +270,35 @@ def mlp_activation(T, f, e, gated: bool, passes: str = "fwd") -> Cost:
     return swiglu(T, f, e, passes) if gated else gelu(T, f, e, passes)
 
 
+KERNELS = ("eager", "fused")
+"""How a layer's element-wise modules run (`--kernels`): eager, operator by operator as
+transformers' and torchtitan's PyTorch modules are written (each aten operator a pass over
+memory); fused, one pass a module (torch.compile's Inductor, Megatron / Transformer Engine's
+fused kernels, serving engines' custom operators)."""
+
+
+def rmsnorm_eager_bytes(T, h, e):
+    """transformers' LlamaRMSNorm (torchtitan's RMSNorm is the same sequence), forward: x.to(fp32)
+    (read e, write 4, a copy only when e < 4), pow(2) (read 4, write 4), mean (read 4), x * rsqrt
+    (read 4, write 4), .to(e) (read 4, write e, where e < 4), weight * x (read e, write e); the
+    per-row mean and rsqrt are T elements. 20 + 2e bytes an element, plus 8 + 2e for the casts."""
+    return T * h * (20 + 2 * e + (e < 4) * (8 + 2 * e))
+
+
+def rope_eager_bytes(T, q_dim, kv_dim, e):
+    """transformers' apply_rotary_pos_emb on q and k, forward: x * cos (read e, write e; cos is
+    [T, head_dim], broadcast over heads and served from cache), rotate_half's neg of one half
+    and cat (read e, write e, over the halves), x' * sin (read e, write e), the sum (read 2e,
+    write e): 10 e bytes an element of q and k, where one fused pass reads and writes 2 e."""
+    return 10 * e * T * (q_dim + kv_dim)
+
+
+def swiglu_eager_bytes(T, f, e):
+    """act_fn(gate) * up as two operators: silu (read e, write e), then the product (read 2e,
+    write e): 5 e bytes an element, where one fused pass moves 3 e."""
+    return 5 * e * T * f
+
+
 def moe_routing(T, k, h, E, e, passes: str = "fwd") -> Cost:
     """What a MoE layer moves besides its GEMMs (Lepikhin et al., arXiv 2006.16668, section
     2.2; transformers' experts): the router's fp32 softmax and top-k over T x E logits (read,

@@ -19,9 +19,9 @@ from llmdissect.errors import UserError
 KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER, mn.SERVE)
 ANALYTICAL_KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER)
 """What run_estimate answers with the closed-form model (a suite's `estimate` entries)."""
-TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp", "pp_virtual",
+TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp_virtual",
               "pp_flushes", "cp", "ep", "lora_rank", "lora_dropout", "optimizer", "precision", "engine",
-              "loss", "float8")
+              "loss", "float8", "kernels")
 INFER_ONLY = ("batch", "cache")
 WEIGHTS = ("group_size", "kv_dtype")
 """Options of the served weights and cache: inference and serving take them, training does not."""
@@ -31,7 +31,7 @@ SERVE_ONLY = ("profile", "max_num_seqs", "max_batched_tokens", "block_size", "nu
               "trace", "trace_format", "time_scale", "trace_block_tokens")
 NOT_FOR = {mn.PRETRAIN: INFER_ONLY + WEIGHTS + LENGTHS + SERVE_ONLY,
            mn.FINETUNE: INFER_ONLY + WEIGHTS + LENGTHS + SERVE_ONLY,
-           mn.INFER: TRAIN_ONLY + SERVE_ONLY, mn.SERVE: TRAIN_ONLY + INFER_ONLY}
+           mn.INFER: TRAIN_ONLY + SERVE_ONLY, mn.SERVE: TRAIN_ONLY + INFER_ONLY + ("pp",)}
 """The options each kind refuses (one line, exit 2)."""
 POSITIVE = ("gpus", "tp", "pp", "pp_virtual", "pp_flushes", "cp", "ep", "micro_batch", "seq", "grad_accum", "batch",
             "input_len", "output_len", "group_size", "max_num_seqs", "max_batched_tokens", "block_size", "num_blocks",
@@ -95,6 +95,10 @@ class EstimateRequest(BaseModel):
     """unchunked | chunked | fused [unchunked] (training): transformers' loss over the whole
     fp32 logits; torchtune's chunked output loss (8 chunks); a fused linear cross-entropy
     (Liger-Kernel's) that keeps no logits."""
+    kernels: Optional[str] = None
+    """eager | fused [eager] (training): the layers' element-wise modules operator by operator,
+    as transformers' and torchtitan's PyTorch modules run, or one pass each, as torch.compile,
+    Megatron's and Transformer Engine's fused kernels run them."""
     float8: Optional[str] = None
     """none | tensorwise [none] (training): the layers' linears in float8, as torchao's
     Float8Linear with dynamic tensor-wise scales (torchtitan's float8 converter), on a GPU with
@@ -206,7 +210,7 @@ def estimate_for(request: EstimateRequest, model, profile: dict[str, Any], expli
     if r.kind == mn.INFER:
         setup = InferSetup(batch=r.batch or 1, input_len=r.input_len or 512, output_len=r.output_len or 128,
                            cache=r.cache or "dynamic", group_size=r.group_size or 0,
-                           kv_dtype=r.kv_dtype or "auto", **common)
+                           kv_dtype=r.kv_dtype or "auto", pp=r.pp or 1, **common)
         return estimate_infer(setup, machine)
     targets = parse_lora_targets(r.lora_targets) if r.lora_targets else LORA_TARGETS_DEFAULT
     setup = TrainSetup(kind=r.kind, micro_batch=r.micro_batch or 1,
@@ -218,7 +222,7 @@ def estimate_for(request: EstimateRequest, model, profile: dict[str, Any], expli
                        lora_rank=r.lora_rank or 0, lora_targets=targets, lora_dropout=r.lora_dropout or "none",
                        engine_name=r.engine or "auto",
                        precision=r.precision or "mixed", loss=r.loss or "unchunked",
-                       float8=r.float8 or "none", **common)
+                       float8=r.float8 or "none", kernels=r.kernels or "eager", **common)
     return estimate_train(setup, machine)
 
 

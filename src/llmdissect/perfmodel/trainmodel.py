@@ -90,7 +90,7 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
 def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
                optimizer, lora, lora_params, frozen_weight_bytes, layer_weight_bytes, sharded_calls=1, flat=0,
                pure=0, ep=1, lora_rank=0, lora_targets=(), lora_dropout=0, fsdp=0, pp_virtual=1, cp=1,
-               pp_flushes=1, loss=0, float8_scale=1.0):
+               pp_flushes=1, loss=0, float8_scale=1.0, kernels=0):
     """Per-step times (s), throughput and MFU; needs `mach.ceilings`. `layer_weight_bytes`
     is one decoder layer's weights as stored (quantized under QLoRA); `sharded_calls` how many
     collectives a sharded (ZeRO-2/3) pass splits its traffic into (one per wrapped layer
@@ -112,7 +112,8 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     its compute dtype's where the layers' linears run in float8 (torchao's Float8Linear,
     tensor-wise): their products, forward and backward, at that multiple of the peak, plus the
     casts of their operands (layertime.layer_float8_cast_time_s); the head stays in the compute
-    dtype (torchtitan's converter leaves `output` out), and 1 is no float8."""
+    dtype (torchtitan's converter leaves `output` out), and 1 is no float8. `kernels` an index
+    into op_costs.KERNELS (layertime.layer_elementwise_time_s)."""
     c, net = mach.ceilings, mach.network
     layers = m.num_layers / pp
     tokens = b * s
@@ -121,7 +122,8 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     c_lin = replace(c, gemm_peak_scale=c.gemm_peak_scale * float8_scale) if float8 else c  # the layers' linears
     cast_fwd = float8 * layer_float8_cast_time_s(c, m, tokens, e, tp)
     cast_bwd = float8 * layer_float8_cast_time_s(c, m, tokens, e, tp, "bwd")
-    t_kernels = layer_kernels_time_s(c_lin, m, b, s, e, eager, layer_weight_bytes, tp, by_length=True) + cast_fwd
+    t_kernels = layer_kernels_time_s(c_lin, m, b, s, e, eager, layer_weight_bytes, tp, by_length=True,
+                                     kernels=kernels) + cast_fwd
     t_attn = layer_attention_time_s(c, m, b, s, e, eager, tp, by_length=True)
     t_attn_bwd = layer_attention_backward_time_s(c, m, b, s, e, eager, t_attn, tp, lora)
     if cp > 1:  # the attention of s / cp queries over all s keys: 1 / cp of the whole sequence's
@@ -147,7 +149,7 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     # selective recomputation redoes only the attention core; "op" the GEMMs it did not save
     recompute = (rc == 2) * (layers * t_layer + adapter_fwd) \
         + (rc == 1) * layers * t_attn \
-        + (rc == 3) * layers * (layer_op_recompute_time_s(c_lin, m, b, s, e, eager, layer_weight_bytes, tp)
+        + (rc == 3) * layers * (layer_op_recompute_time_s(c_lin, m, b, s, e, eager, layer_weight_bytes, tp, kernels)
                                 + float8 * layer_float8_cast_time_s(c, m, tokens, e, tp, share=redone_share))
     act_bytes = tokens * m.hidden_size * e
     tp_comm = comm.tensor_parallel_comm_s(net, act_bytes, tp, layers, 2 + (rc == 2))

@@ -112,7 +112,7 @@ def run_serve_estimate(r: EstimateRequest, calibration=None, model=None,
     from llmdissect.calibration_profile import load_profile
     from llmdissect.dtypes import dtype_bytes
     from llmdissect.perfmodel import weights as wt
-    from llmdissect.perfmodel.ceilings import machine_for
+    from llmdissect.perfmodel.ceilings import machine_for, with_weight_stream_scale
     from llmdissect.perfmodel.config import check_kv_dtype, kv_element_bytes
     from llmdissect.perfmodel.servesim import SimRequest, simulate
     from llmdissect.perfmodel.servestep import IterationTime, kv_blocks_that_fit
@@ -136,6 +136,7 @@ def run_serve_estimate(r: EstimateRequest, calibration=None, model=None,
     quant = wt.check_quant(r.quant)
     group = wt.check_group_size(quant, r.group_size or 0)
     weights = wt.model_weight_bytes(m, quant, e, group)
+    mach = with_weight_stream_scale(mach, wt.weight_stream_scale(quant, platform.device.kind))
     sched = _profile(r, platform.device.kind == "cpu")
     kv_dtype = check_kv_dtype(r.kv_dtype or "auto", platform)
     kv_e = kv_element_bytes(kv_dtype, e)

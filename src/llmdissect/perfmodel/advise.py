@@ -17,7 +17,7 @@ import numpy as np
 import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 from llmdissect.perfmodel import weights as wt
-from llmdissect.perfmodel.ceilings import Machine
+from llmdissect.perfmodel.ceilings import Machine, with_weight_stream_scale
 from llmdissect.perfmodel.config import sharded_collective_calls
 from llmdissect.perfmodel.infermodel import infer_memory, infer_time
 from llmdissect.perfmodel.trainmodel import train_memory, train_time
@@ -126,6 +126,14 @@ def expert_degrees(m: ModelSpec, devices: int) -> list[int]:
     return [ep for ep in range(1, devices + 1) if devices % ep == 0 and m.num_experts % ep == 0]
 
 
+def _pick(options: list, index):
+    """Row by row, the value of option `index[row]` (nested dicts of equal-shaped arrays)."""
+    first = options[0]
+    if isinstance(first, dict):
+        return {k: _pick([o[k] for o in options], index) for k in first}
+    return np.choose(index, [np.broadcast_to(o, np.shape(index)) for o in options])
+
+
 def infer_space(m: ModelSpec, mach: Machine, n_in: int, n_out: int, e: float, *, repeat: int = 1) -> Space:
     """Every valid inference configuration (batch, TP, weight quantization, attention)."""
     devices = mach.platform.num_devices
@@ -138,7 +146,12 @@ def infer_space(m: ModelSpec, mach: Machine, n_in: int, n_out: int, e: float, *,
     layer = np.array([wt.layer_read_bytes(m, q, e) for q in quants])[g["quant"]]
     kw = dict(b=g["b"], n_in=n_in, n_out=n_out, e=e, eager=(g["attn"] == 1) * 1, tp=g["tp"])
     mem, _ = infer_memory(m, mach, weight_bytes=weights, **kw)
-    t = infer_time(m, mach, dp=devices // g["tp"], layer_weights=layer, **kw)
+    # each scheme's kernels stream its weights at their own rate (weights.WEIGHT_STREAM_SCALE): a
+    # machine per scheme, each row taking its own scheme's times
+    kind = mach.platform.device.kind
+    per_quant = [infer_time(m, with_weight_stream_scale(mach, wt.weight_stream_scale(q, kind)),
+                            dp=devices // g["tp"], layer_weights=layer, **kw) for q in quants]
+    t = _pick(per_quant, g["quant"])
     fits = mem[mn.TOTAL_BYTES] <= mach.platform.device.memory_bytes
     results = {mn.TOTAL_BYTES: mem[mn.TOTAL_BYTES], mn.TOKENS_PER_S: t[mn.TOKENS_PER_S],
                mn.TTFT_S: t[mn.TIME][mn.TTFT_S], mn.TPOT_S: t[mn.TIME][mn.TPOT_S], mn.MFU: t[mn.MFU],

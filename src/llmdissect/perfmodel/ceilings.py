@@ -9,7 +9,7 @@ explicitly with `--calibration FILE`. Collective fits come from `collectives.<ba
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import llmdissect.metric_names as mn
@@ -39,6 +39,16 @@ class Machine:
     """The network between nodes, per device, where the platform spans more than one node
     of the device's reference server (None: every device on `network`)."""
     node_devices: int = 0
+
+
+def with_weight_stream_scale(mach: Machine, scale: float) -> Machine:
+    """`mach` with its products streaming their weights at `scale` x its `weights` efficiency
+    (a quantized kernel's dequantization: weights.WEIGHT_STREAM_SCALE)."""
+    if scale == 1.0 or mach.ceilings is None:
+        return mach
+    eff = dict(mach.ceilings.efficiency)
+    eff["weights"] = eff.get("weights", eff["memory"]) * scale
+    return replace(mach, ceilings=replace(mach.ceilings, efficiency=eff))
 
 
 def _profile_section(hw: HardwareSpec, profile: dict[str, Any], explicit: bool) -> dict[str, Any] | None:

@@ -13,7 +13,7 @@ import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 from llmdissect.perfmodel import weights as wt
 from llmdissect.perfmodel.activations import LOSSES, RECOMPUTE_LEVEL
-from llmdissect.perfmodel.ceilings import Machine
+from llmdissect.perfmodel.ceilings import Machine, with_weight_stream_scale
 from llmdissect.perfmodel.config import InferSetup, TrainSetup
 from llmdissect.perfmodel.infermodel import infer_memory, infer_time
 from llmdissect.perfmodel.op_costs import KERNELS, LORA_DROPOUTS
@@ -159,6 +159,7 @@ def estimate_infer(setup: InferSetup, mach: Machine) -> Estimate:
     m, e = setup.model, setup.e
     if setup.quant in wt.FP8_GEMM:
         mach = _fp8_machine(setup, mach)
+    mach = with_weight_stream_scale(mach, wt.weight_stream_scale(setup.quant, setup.platform.device.kind))
     kw = dict(b=setup.batch, n_in=setup.input_len, n_out=setup.output_len, e=e,
               eager=int(setup.attn == "eager"), tp=setup.tp, kv_e=setup.kv_e, pp=setup.pp)
     group = setup.group_size

@@ -30,6 +30,15 @@ QUANTS = ("none", "int8", "int8-weight", "int8-dynamic", "int8-bnb", "nf4", "int
 FP8_GEMM = ("fp8",)
 """Schemes whose GEMMs take FP8 inputs (the activations are cast too), at the FP8 peak."""
 QUANT_ALIASES = {"int8": "int8-weight"}
+WEIGHT_STREAM_SCALE = {"int8-weight": 0.80, "int4-weight": 0.53}
+"""The rate at which a GPU's weight-only kernel streams its quantized weights, as a fraction of
+the 16-bit product's: the dequantization inside the kernel (Inductor's fused int8 product,
+tinygemm's int4 `_weight_int4pack_mm`) costs the rest. torchao's own table
+(torchao/quantization/README.md at 03d01ad: one A100, batch-1 decode, its "Memory Bandwidth
+(GB/s)" the model's size times its tokens/s): Llama-2-7B bf16 1418.93, int8wo 1131.18 (0.797),
+int4wo-64 751.42 (0.530); Llama-3-8B 1435.54, 1150.80 (0.802), 763.33 (0.532). Measured at
+int4's group 64 and applied to every group size; int8 dynamic quantization (63.67 GB/s there,
+a batch-1 int8 product without a fused kernel) is not scaled."""
 NF4_BLOCK = 64
 NF4_NESTED_BLOCK = 256
 INT4_GROUP = 128
@@ -38,6 +47,12 @@ INT4_GROUP_SIZES = (32, 64, 128, 256)
 `group_size`, "choices are [256, 128, 64, 32]", torchao 0.18); 128 is its default."""
 LORA_TARGETS_DEFAULT = ("q_proj", "k_proj", "v_proj", "o_proj")  # as `bench finetune` (workloads.train_config)
 LINEAR_NAMES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def weight_stream_scale(quant: str, device_kind: str) -> float:
+    """WEIGHT_STREAM_SCALE's figure for `quant` on a GPU, else 1 (a CPU's measured grid and
+    bench infer price its own kernels)."""
+    return WEIGHT_STREAM_SCALE.get(quant, 1.0) if device_kind == "gpu" else 1.0
 
 
 def check_quant(name: str) -> str:

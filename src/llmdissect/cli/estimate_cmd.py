@@ -29,7 +29,8 @@ def estimate(
     zero: Optional[int] = typer.Option(None, "--zero", help="ZeRO stage 0..3 [0]."),
     offload: Optional[str] = typer.Option(None, "--offload", help="none | optimizer | params [none]."),
     recompute: Optional[str] = typer.Option(None, "--recompute", help="none | selective | full | op [none]."),
-    attn: str = typer.Option("sdpa", "--attn", help="eager | sdpa | flash."),
+    attn: str = typer.Option("sdpa", "--attn", help="eager | sdpa | flash | flash3 (FlashAttention-3: Hopper "
+                             "GPUs, its own rate)."),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree."),
     pp: Optional[int] = typer.Option(None, "--pp", help="Pipeline-parallel degree [1]."),
     pp_virtual: Optional[int] = typer.Option(None, "--pp-virtual", help="Model chunks on each pipeline device: "

@@ -39,7 +39,9 @@ from llmdissect.specs.models import ModelSpec
 RECOMPUTES = ("none", "selective", "full", "op")
 RECOMPUTE_LEVEL = {"none": 0, "selective": 1, "full": 2, "op": 3}
 """The numbers the arithmetic takes (flags like `level == 2` work on advise's arrays)."""
-ATTNS = ("eager", "sdpa", "flash")
+ATTNS = ("eager", "sdpa", "flash", "flash3")
+"""flash3: FlashAttention-3 (Hopper only; estimate only): flash's memory, its own rate
+(defaults.FLASH3_ATTENTION_EFFICIENCY)."""
 
 
 def residual_bytes_per_layer(m: ModelSpec, b, s, e):

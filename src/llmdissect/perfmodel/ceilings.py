@@ -15,7 +15,13 @@ from typing import Any
 import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 from llmdissect.perfmodel.comm import Network, default_latency_s
-from llmdissect.perfmodel.defaults import DEFAULT_EFFICIENCY, OP_FIXED_S_GPU, assumptions_for, efficiency_for
+from llmdissect.perfmodel.defaults import (
+    DEFAULT_EFFICIENCY,
+    FLASH3_ATTENTION_EFFICIENCY,
+    OP_FIXED_S_GPU,
+    assumptions_for,
+    efficiency_for,
+)
 from llmdissect.perfmodel.roofline import Ceilings
 from llmdissect.specs.hardware import HardwareSpec, Platform
 
@@ -49,6 +55,17 @@ def with_weight_stream_scale(mach: Machine, scale: float) -> Machine:
     eff = dict(mach.ceilings.efficiency)
     eff["weights"] = eff.get("weights", eff["memory"]) * scale
     return replace(mach, ceilings=replace(mach.ceilings, efficiency=eff))
+
+
+def with_attention_kernel(mach: Machine, attn: str) -> Machine:
+    """`mach` with its fused attention at FlashAttention-3's rate where `attn` is flash3
+    (defaults.FLASH3_ATTENTION_EFFICIENCY), its measured curves (another kernel's) set aside."""
+    if attn != "flash3" or mach.ceilings is None:
+        return mach
+    eff = dict(mach.ceilings.efficiency, attention=FLASH3_ATTENTION_EFFICIENCY)
+    ceilings = replace(mach.ceilings, efficiency=eff, attention_efficiency_by_seq=(),
+                       attention_bwd_efficiency_by_seq=())
+    return replace(mach, ceilings=ceilings, efficiency=dict(mach.efficiency, attention=FLASH3_ATTENTION_EFFICIENCY))
 
 
 def _profile_section(hw: HardwareSpec, profile: dict[str, Any], explicit: bool) -> dict[str, Any] | None:

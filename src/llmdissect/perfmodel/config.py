@@ -8,7 +8,7 @@ import llmdissect.metric_names as mn
 from llmdissect.dtypes import check_compute_dtype, dtype_bytes
 from llmdissect.errors import UserError
 from llmdissect.perfmodel.activations import ATTNS, LOSSES, RECOMPUTES
-from llmdissect.perfmodel.defaults import OPTIMIZERS
+from llmdissect.perfmodel.defaults import FLASH3_ARCHITECTURES, OPTIMIZERS
 from llmdissect.perfmodel.kvcache import CACHES
 from llmdissect.perfmodel.moe import check_expert_parallel
 from llmdissect.perfmodel.op_costs import FLOAT8_RECIPES, KERNELS, LORA_DROPOUTS
@@ -135,6 +135,8 @@ def _check_attn(attn: str, platform: Platform) -> str:
     _choice("attn", attn, ATTNS)
     if attn == "flash" and platform.device.kind != "gpu":
         raise UserError("--attn flash needs a GPU (FlashAttention has no CPU kernel); use sdpa")
+    if attn == "flash3" and platform.device.architecture.lower() not in FLASH3_ARCHITECTURES:
+        raise UserError(f"--attn flash3 is FlashAttention-3, for Hopper GPUs; {platform.device.name} is not one")
     return attn
 
 

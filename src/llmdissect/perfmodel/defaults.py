@@ -42,6 +42,12 @@ DEFAULT_EFFICIENCY: dict[str, float] = {
 GEMM_MAMF_FRACTION: dict[str, float] = {"ampere": 0.869, "hopper": 0.803, "blackwell": 0.776}
 GEMM_REFERENCE_ARCHITECTURE = "ampere"
 ATTENTION_EFFICIENCY_BY_ARCHITECTURE: dict[str, float] = {"hopper": 0.35}
+# FlashAttention-3 (`--attn flash3`, Hopper only): "reaching up to 740 TFLOPs/s (75%
+# utilization)" in BF16 on an H100 (Shah et al., arXiv 2407.08608, abstract). Its forward's
+# figure, taken for the backward too; a measured attention curve (bench ops runs SDPA's
+# FlashAttention-2) does not apply to it.
+FLASH3_ATTENTION_EFFICIENCY = 0.75
+FLASH3_ARCHITECTURES = ("hopper",)
 
 
 def efficiency_for(architecture: str | None) -> dict[str, float]:

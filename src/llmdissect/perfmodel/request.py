@@ -67,7 +67,7 @@ class EstimateRequest(BaseModel):
     recompute: Optional[str] = None
     """none | selective | full | op [none] (training)."""
     attn: str = "sdpa"
-    """eager | sdpa | flash."""
+    """eager | sdpa | flash | flash3 (FlashAttention-3, Hopper GPUs: its own rate; estimate only)."""
     tp: int = 1
     """Tensor-parallel degree."""
     pp: Optional[int] = None

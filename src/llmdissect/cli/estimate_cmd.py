@@ -48,6 +48,9 @@ def estimate(
     loss: Optional[str] = typer.Option(None, "--loss", help="unchunked | chunked | fused: transformers' loss over "
                                        "the whole logits, torchtune's 8 chunks, or a fused linear cross-entropy "
                                        "that keeps no logits (training) [unchunked]."),
+    accumulate: Optional[str] = typer.Option(None, "--accumulate", help="fp32 | fp16: fp16 products accumulating "
+                                             "in fp16, a GeForce GPU's doubled peak (training, infer; --dtype fp16) "
+                                             "[fp32]."),
     kernels: Optional[str] = typer.Option(None, "--kernels", help="eager | fused: the layers' element-wise "
                                           "modules operator by operator (PyTorch eager, as bench runs them) or "
                                           "one pass each (torch.compile, fused kernels) (training) [eager]."),

@@ -57,6 +57,17 @@ def with_weight_stream_scale(mach: Machine, scale: float) -> Machine:
     return replace(mach, ceilings=replace(mach.ceilings, efficiency=eff))
 
 
+def with_accumulate(mach: Machine, accumulate: str) -> Machine:
+    """`mach` with its products at the device's fp16-accumulate peak where `accumulate` is fp16
+    (HardwareSpec.fp16_accumulate_flops_per_s: twice the fp32-accumulate rate on GeForce parts,
+    the same on data-centre ones, which catalogue none)."""
+    hw = mach.platform.device
+    fast, base = hw.fp16_accumulate_flops_per_s, hw.peak("fp16")
+    if accumulate != "fp16" or not fast or not base or mach.ceilings is None:
+        return mach
+    return replace(mach, ceilings=replace(mach.ceilings, gemm_peak_scale=mach.ceilings.gemm_peak_scale * fast / base))
+
+
 def with_attention_kernel(mach: Machine, attn: str) -> Machine:
     """`mach` with its fused attention at FlashAttention-3's rate where `attn` is flash3
     (defaults.FLASH3_ATTENTION_EFFICIENCY), its measured curves (another kernel's) set aside."""

@@ -131,6 +131,18 @@ def _check_engine(engine: str, zero: int, offload: str, devices: int) -> None:
         raise UserError("--offload optimizer runs on --engine deepspeed only")
 
 
+ACCUMULATES = ("fp32", "fp16")
+
+
+def check_accumulate(accumulate: str, dtype: str, platform: Platform) -> str:
+    """fp32 (what PyTorch's fp16 and bf16 products do) | fp16: fp16 products accumulating in fp16
+    (torch.backends.cuda.matmul.allow_fp16_accumulation), a GPU option for --dtype fp16."""
+    _choice("accumulate", accumulate, ACCUMULATES)
+    if accumulate == "fp16" and (dtype != "fp16" or platform.device.kind != "gpu"):
+        raise UserError("--accumulate fp16 is a GPU's fp16 products accumulating in fp16: give --dtype fp16 on a GPU")
+    return accumulate
+
+
 def _check_attn(attn: str, platform: Platform) -> str:
     _choice("attn", attn, ATTNS)
     if attn == "flash" and platform.device.kind != "gpu":
@@ -179,6 +191,8 @@ class TrainSetup:
     the compute dtype, no master: torchtune's dtype=bf16 recipes)."""
     loss: str = "unchunked"
     """unchunked | chunked | fused: how the loss meets the logits (op_costs.LOSSES)."""
+    accumulate: str = "fp32"
+    """fp32 | fp16: where the products accumulate (check_accumulate)."""
     kernels: str = "eager"
     """eager | fused: how the layers' element-wise modules run (op_costs.KERNELS); eager as
     `bench pretrain` runs transformers' modules, fused under torch.compile or fused kernels."""
@@ -200,6 +214,7 @@ class TrainSetup:
         _choice("loss", self.loss, LOSSES)
         _choice("float8", self.float8, FLOAT8_RECIPES)
         _choice("kernels", self.kernels, KERNELS)
+        check_accumulate(self.accumulate, self.dtype, self.platform)
         if self.float8 != "none" and self.lora_rank:
             raise UserError("--float8 with LoRA is not modelled (float8 linears train every weight)")
         _check_attn(self.attn, self.platform)
@@ -291,6 +306,8 @@ class TrainSetup:
             c["float8"] = self.float8
         if self.kernels != "eager":  # measured runs run transformers' eager modules
             c["kernels"] = self.kernels
+        if self.accumulate != "fp32":
+            c["accumulate"] = self.accumulate
         return c
 
 
@@ -317,6 +334,8 @@ class InferSetup:
     --kv-cache-dtype fp8, TensorRT-LLM's FP8 KV cache), a GPU engine's option."""
     pp: int = 1
     """Pipeline stages: the layers split over pp devices, one batch passing through them in turn."""
+    accumulate: str = "fp32"
+    """fp32 | fp16: where the products accumulate (check_accumulate)."""
     dp: int = field(init=False, default=1)
 
     def __post_init__(self) -> None:
@@ -325,6 +344,7 @@ class InferSetup:
         _check_attn(self.attn, self.platform)
         _choice("cache", self.cache, CACHES)
         check_kv_dtype(self.kv_dtype, self.platform)
+        check_accumulate(self.accumulate, self.dtype, self.platform)
         object.__setattr__(self, "quant", check_quant(self.quant))
         object.__setattr__(self, "group_size", check_group_size(self.quant, self.group_size))
         if self.input_len + self.output_len > self.model.max_position_embeddings:
@@ -352,4 +372,6 @@ class InferSetup:
             c["kv_dtype"] = self.kv_dtype
         if self.pp > 1:  # measured generate runs on one device: only a departure is a key
             c["pp"] = self.pp
+        if self.accumulate != "fp32":
+            c["accumulate"] = self.accumulate
         return c

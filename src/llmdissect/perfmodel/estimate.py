@@ -13,7 +13,7 @@ import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 from llmdissect.perfmodel import weights as wt
 from llmdissect.perfmodel.activations import LOSSES, RECOMPUTE_LEVEL
-from llmdissect.perfmodel.ceilings import Machine, with_attention_kernel, with_weight_stream_scale
+from llmdissect.perfmodel.ceilings import Machine, with_accumulate, with_attention_kernel, with_weight_stream_scale
 from llmdissect.perfmodel.config import InferSetup, TrainSetup
 from llmdissect.perfmodel.infermodel import infer_memory, infer_time
 from llmdissect.perfmodel.op_costs import KERNELS, LORA_DROPOUTS
@@ -72,7 +72,7 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
     if quant in wt.FP8_GEMM:
         raise UserError(f"--quant {quant} is an inference option (FP8 training is --float8 tensorwise)")
     float8_scale = _float8_scale(setup)  # refused here where the device has no FP8 peak, timed or not
-    mach = with_attention_kernel(mach, setup.attn)
+    mach = with_accumulate(with_attention_kernel(mach, setup.attn), setup.accumulate)
     frozen = wt.model_weight_bytes(m, quant, e) if lora else 0
     layer_bytes = wt.layer_read_bytes(m, quant, e)
     # context parallelism: each device runs its 1 / cp of every sequence, and the cp ranks hold
@@ -161,7 +161,7 @@ def estimate_infer(setup: InferSetup, mach: Machine) -> Estimate:
     if setup.quant in wt.FP8_GEMM:
         mach = _fp8_machine(setup, mach)
     mach = with_weight_stream_scale(mach, wt.weight_stream_scale(setup.quant, setup.platform.device.kind))
-    mach = with_attention_kernel(mach, setup.attn)
+    mach = with_accumulate(with_attention_kernel(mach, setup.attn), setup.accumulate)
     kw = dict(b=setup.batch, n_in=setup.input_len, n_out=setup.output_len, e=e,
               eager=int(setup.attn == "eager"), tp=setup.tp, kv_e=setup.kv_e, pp=setup.pp)
     group = setup.group_size

@@ -31,7 +31,7 @@ SERVE_ONLY = ("profile", "max_num_seqs", "max_batched_tokens", "block_size", "nu
               "trace", "trace_format", "time_scale", "trace_block_tokens")
 NOT_FOR = {mn.PRETRAIN: INFER_ONLY + WEIGHTS + LENGTHS + SERVE_ONLY,
            mn.FINETUNE: INFER_ONLY + WEIGHTS + LENGTHS + SERVE_ONLY,
-           mn.INFER: TRAIN_ONLY + SERVE_ONLY, mn.SERVE: TRAIN_ONLY + INFER_ONLY + ("pp",)}
+           mn.INFER: TRAIN_ONLY + SERVE_ONLY, mn.SERVE: TRAIN_ONLY + INFER_ONLY + ("pp", "accumulate")}
 """The options each kind refuses (one line, exit 2)."""
 POSITIVE = ("gpus", "tp", "pp", "pp_virtual", "pp_flushes", "cp", "ep", "micro_batch", "seq", "grad_accum", "batch",
             "input_len", "output_len", "group_size", "max_num_seqs", "max_batched_tokens", "block_size", "num_blocks",
@@ -95,6 +95,9 @@ class EstimateRequest(BaseModel):
     """unchunked | chunked | fused [unchunked] (training): transformers' loss over the whole
     fp32 logits; torchtune's chunked output loss (8 chunks); a fused linear cross-entropy
     (Liger-Kernel's) that keeps no logits."""
+    accumulate: Optional[str] = None
+    """fp32 | fp16 [fp32] (training, infer): fp16 products accumulating in fp16 on a GPU
+    (torch.backends.cuda.matmul.allow_fp16_accumulation), at a GeForce part's doubled peak."""
     kernels: Optional[str] = None
     """eager | fused [eager] (training): the layers' element-wise modules operator by operator,
     as transformers' and torchtitan's PyTorch modules run, or one pass each, as torch.compile,
@@ -210,7 +213,8 @@ def estimate_for(request: EstimateRequest, model, profile: dict[str, Any], expli
     if r.kind == mn.INFER:
         setup = InferSetup(batch=r.batch or 1, input_len=r.input_len or 512, output_len=r.output_len or 128,
                            cache=r.cache or "dynamic", group_size=r.group_size or 0,
-                           kv_dtype=r.kv_dtype or "auto", pp=r.pp or 1, **common)
+                           kv_dtype=r.kv_dtype or "auto", pp=r.pp or 1, accumulate=r.accumulate or "fp32",
+                           **common)
         return estimate_infer(setup, machine)
     targets = parse_lora_targets(r.lora_targets) if r.lora_targets else LORA_TARGETS_DEFAULT
     setup = TrainSetup(kind=r.kind, micro_batch=r.micro_batch or 1,
@@ -222,7 +226,8 @@ def estimate_for(request: EstimateRequest, model, profile: dict[str, Any], expli
                        lora_rank=r.lora_rank or 0, lora_targets=targets, lora_dropout=r.lora_dropout or "none",
                        engine_name=r.engine or "auto",
                        precision=r.precision or "mixed", loss=r.loss or "unchunked",
-                       float8=r.float8 or "none", kernels=r.kernels or "eager", **common)
+                       float8=r.float8 or "none", kernels=r.kernels or "eager",
+                       accumulate=r.accumulate or "fp32", **common)
     return estimate_train(setup, machine)
 
 

@@ -60,6 +60,9 @@ class HardwareSpec:
     """Price of one device, USD per hour (for cost per token); None: not catalogued."""
     usd_per_hour_source: str = ""
     """Where the price comes from (a URL and its date); required with a price."""
+    fp16_accumulate_flops_per_s: float = 0.0
+    """Dense fp16 tensor-core peak when the products accumulate in fp16 (a GeForce part runs
+    them at twice its fp32-accumulate rate); 0: no faster than `peak_flops_per_s["fp16"]`."""
 
     def peak(self, dtype: str) -> float | None:
         """Dense peak FLOP/s for a dtype, or None when unknown."""
@@ -128,8 +131,16 @@ def _hardware_from_toml(path: Path) -> HardwareSpec:
         scale_out=_link(data.get("scale_out"), path, "scale_out"), node_devices=_node_devices(data, path),
         source_url=require(data, "source_url", str, path),
         efficiency={k: float(v) for k, v in data.get("efficiency", {}).items()},
+        fp16_accumulate_flops_per_s=_positive_or_zero(data, "fp16_accumulate_flops_per_s", path),
         **_price(data, path),
     )
+
+
+def _positive_or_zero(data: dict[str, Any], key: str, path: Path) -> float:
+    value = data.get(key, 0.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise UserError(f"{path}: {key} must be a positive number")
+    return float(value)
 
 
 def _price(data: dict[str, Any], path: Path) -> dict[str, Any]:

@@ -21,6 +21,7 @@ F = torch.nn.functional
 from llmdissect.measure.memory import live_tensor_tracker  # noqa: E402
 from llmdissect.perfmodel import activations as act  # noqa: E402
 from llmdissect.perfmodel import layertime  # noqa: E402
+from llmdissect.perfmodel import op_costs as opc  # noqa: E402
 from llmdissect.specs import get_model  # noqa: E402
 from llmdissect.specs.models import ModelSpec  # noqa: E402
 
@@ -93,10 +94,10 @@ def _spec() -> ModelSpec:
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("loss", act.LOSSES)
+@pytest.mark.parametrize("loss", opc.LOSSES)
 def test_loss_memory_matches_real_losses(loss, dtype):
     torch.set_num_threads(1)
-    m, e, ix = _spec(), (4 if dtype == torch.float32 else 2), act.LOSSES.index(loss)
+    m, e, ix = _spec(), (4 if dtype == torch.float32 else 2), opc.LOSSES.index(loss)
     after_forward, peak = _measure({"unchunked": _unchunked, "chunked": _chunked, "fused": _fused}[loss], dtype)
     grads = B * S * H * e + V * H * e  # dX and the head's dW, made by the backward (fused: in the forward)
     kept = act.logits_bytes(m, B, S, e, ix) + (ix == 2) * V * H * e

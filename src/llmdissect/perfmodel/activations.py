@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from llmdissect.perfmodel import moe
 from llmdissect.perfmodel.layertime import op_policy_gemms
-from llmdissect.perfmodel.op_costs import LOSS_CHUNKS, LOSSES  # noqa: F401 (LOSSES: the choices, here with their bytes)
+from llmdissect.perfmodel.op_costs import LOSS_CHUNKS
 from llmdissect.specs.families import QK_NORM
 from llmdissect.specs.models import ModelSpec
 

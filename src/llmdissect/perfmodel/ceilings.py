@@ -47,14 +47,21 @@ class Machine:
     node_devices: int = 0
 
 
+def _with_efficiency(mach: Machine, ceilings_changes: dict | None = None, **efficiency: float) -> Machine:
+    """`mach` with some operator classes' efficiencies replaced, in its ceilings and in the
+    efficiencies its record's notes print."""
+    ceilings = replace(mach.ceilings, efficiency=dict(mach.ceilings.efficiency, **efficiency),
+                       **(ceilings_changes or {}))
+    return replace(mach, ceilings=ceilings, efficiency=dict(mach.efficiency, **efficiency))
+
+
 def with_weight_stream_scale(mach: Machine, scale: float) -> Machine:
     """`mach` with its products streaming their weights at `scale` x its `weights` efficiency
     (a quantized kernel's dequantization: weights.WEIGHT_STREAM_SCALE)."""
     if scale == 1.0 or mach.ceilings is None:
         return mach
-    eff = dict(mach.ceilings.efficiency)
-    eff["weights"] = eff.get("weights", eff["memory"]) * scale
-    return replace(mach, ceilings=replace(mach.ceilings, efficiency=eff))
+    eff = mach.ceilings.efficiency
+    return _with_efficiency(mach, weights=eff.get("weights", eff["memory"]) * scale)
 
 
 def with_accumulate(mach: Machine, accumulate: str) -> Machine:
@@ -73,10 +80,8 @@ def with_attention_kernel(mach: Machine, attn: str) -> Machine:
     (defaults.FLASH3_ATTENTION_EFFICIENCY), its measured curves (another kernel's) set aside."""
     if attn != "flash3" or mach.ceilings is None:
         return mach
-    eff = dict(mach.ceilings.efficiency, attention=FLASH3_ATTENTION_EFFICIENCY)
-    ceilings = replace(mach.ceilings, efficiency=eff, attention_efficiency_by_seq=(),
-                       attention_bwd_efficiency_by_seq=())
-    return replace(mach, ceilings=ceilings, efficiency=dict(mach.efficiency, attention=FLASH3_ATTENTION_EFFICIENCY))
+    return _with_efficiency(mach, {"attention_efficiency_by_seq": (), "attention_bwd_efficiency_by_seq": ()},
+                            attention=FLASH3_ATTENTION_EFFICIENCY)
 
 
 def _profile_section(hw: HardwareSpec, profile: dict[str, Any], explicit: bool) -> dict[str, Any] | None:

@@ -7,11 +7,11 @@ from typing import Any
 import llmdissect.metric_names as mn
 from llmdissect.dtypes import check_compute_dtype, dtype_bytes
 from llmdissect.errors import UserError
-from llmdissect.perfmodel.activations import ATTNS, LOSSES, RECOMPUTES
+from llmdissect.perfmodel.activations import ATTNS, RECOMPUTES
 from llmdissect.perfmodel.defaults import FLASH3_ARCHITECTURES, OPTIMIZERS
 from llmdissect.perfmodel.kvcache import CACHES
 from llmdissect.perfmodel.moe import check_expert_parallel
-from llmdissect.perfmodel.op_costs import FLOAT8_RECIPES, KERNELS, LORA_DROPOUTS
+from llmdissect.perfmodel.op_costs import FLOAT8_RECIPES, KERNELS, LORA_DROPOUTS, LOSSES
 from llmdissect.perfmodel.states import OFFLOADS, PRECISIONS
 from llmdissect.perfmodel.weights import LORA_TARGETS_DEFAULT, check_group_size, check_quant, group_size_key
 from llmdissect.specs.hardware import Platform

@@ -12,11 +12,11 @@ from typing import Any
 import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 from llmdissect.perfmodel import weights as wt
-from llmdissect.perfmodel.activations import LOSSES, RECOMPUTE_LEVEL
+from llmdissect.perfmodel.activations import RECOMPUTE_LEVEL
 from llmdissect.perfmodel.ceilings import Machine, with_accumulate, with_attention_kernel, with_weight_stream_scale
 from llmdissect.perfmodel.config import InferSetup, TrainSetup
 from llmdissect.perfmodel.infermodel import infer_memory, infer_time
-from llmdissect.perfmodel.op_costs import KERNELS, LORA_DROPOUTS
+from llmdissect.perfmodel.op_costs import KERNELS, LORA_DROPOUTS, LOSSES
 from llmdissect.perfmodel.trainmodel import train_memory, train_time
 
 OFFLOAD_LEVEL = {"none": 0, "optimizer": 1, "params": 2}
@@ -130,16 +130,18 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
     return Estimate(setup.kind, setup.config(), metrics, notes)
 
 
-def _float8_scale(setup: TrainSetup) -> float:
-    """The FP8 peak over the compute dtype's where the linears train in float8, else 1;
-    UserError where the device has no FP8 peak."""
-    if setup.float8 == "none":
-        return 1.0
+def _fp8_peak_ratio(setup: TrainSetup | InferSetup, option: str) -> float:
+    """The device's FP8 peak over its compute dtype's; UserError naming `option` where it has none."""
     dev = setup.platform.device
     fp8, base = dev.peak("fp8"), dev.peak(setup.dtype)
     if not fp8 or not base:
-        raise UserError(f"--float8 {setup.float8} needs a device with an FP8 peak; {dev.name} has none")
+        raise UserError(f"{option} needs a device with an FP8 peak; {dev.name} has none")
     return fp8 / base
+
+
+def _float8_scale(setup: TrainSetup) -> float:
+    """The FP8 peak over the compute dtype's where the linears train in float8, else 1."""
+    return 1.0 if setup.float8 == "none" else _fp8_peak_ratio(setup, f"--float8 {setup.float8}")
 
 
 def _fp8_machine(setup: InferSetup, mach: Machine) -> Machine:
@@ -147,13 +149,10 @@ def _fp8_machine(setup: InferSetup, mach: Machine) -> Machine:
     device has none."""
     from dataclasses import replace
 
-    dev = setup.platform.device
-    fp8, base = dev.peak("fp8"), dev.peak(setup.dtype)
-    if not fp8 or not base:
-        raise UserError(f"--quant {setup.quant} needs a device with an FP8 peak; {dev.name} has none")
+    ratio = _fp8_peak_ratio(setup, f"--quant {setup.quant}")
     if mach.ceilings is None:
         return mach
-    return replace(mach, ceilings=replace(mach.ceilings, gemm_peak_scale=fp8 / base))
+    return replace(mach, ceilings=replace(mach.ceilings, gemm_peak_scale=ratio))
 
 
 def estimate_infer(setup: InferSetup, mach: Machine) -> Estimate:

@@ -56,15 +56,20 @@ def layer_gemm_shapes(m: ModelSpec):
     return (*attention_gemm_shapes(m), *[(h, f)] * m.mlp_in_matrices, (f, h))
 
 
+def row_parallel_gemm_indices(m: ModelSpec) -> set[int]:
+    """Positions in layer_gemm_shapes of the products tensor parallelism splits by their input,
+    not their output (ROW_PARALLEL: o_proj and down_proj)."""
+    return {len(attention_gemm_shapes(m)) - 1, len(layer_gemm_shapes(m)) - 1}
+
+
 def layer_float8_cast_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1, passes="fwd", share=1.0):
     """The float8 casts of a layer's linears (op_costs.float8_cast_bytes) on one TP rank, at the
     element-wise rate: a column-parallel product casts the whole input and 1/tp of its weight
     and output, a row-parallel one (o, down) 1/tp of its input and weight and the whole output.
     `share`: the fraction of the layer's products that run (recomputation's)."""
-    shapes = layer_gemm_shapes(m)
-    rows = {len(attention_gemm_shapes(m)) - 1, len(shapes) - 1}  # o_proj and down_proj
+    rows = row_parallel_gemm_indices(m)
     total = 0.0
-    for i, (k, n) in enumerate(shapes):
+    for i, (k, n) in enumerate(layer_gemm_shapes(m)):
         row = i in rows
         total += opc.float8_cast_bytes(tokens * k / (tp if row else 1), k * n / tp, tokens * n / (1 if row else tp),
                                        e, passes)
@@ -78,9 +83,8 @@ def op_policy_gemms(m: ModelSpec):
     and the fused attention's outputs; everything else is recomputed in backward.
     Returns (saved, recomputed): lists of (k, n, row_parallel) of the layer's GEMMs, where
     row_parallel GEMMs (o, down) produce the whole hidden width on every TP rank."""
-    shapes = layer_gemm_shapes(m)
-    rows = {len(attention_gemm_shapes(m)) - 1, len(shapes) - 1}  # o_proj and down_proj
-    tagged = [(k, n, i in rows) for i, (k, n) in enumerate(shapes)]
+    rows = row_parallel_gemm_indices(m)
+    tagged = [(k, n, i in rows) for i, (k, n) in enumerate(layer_gemm_shapes(m))]
     return tagged[0::2], tagged[1::2]
 
 

@@ -32,3 +32,13 @@ def test_fp16_accumulate_needs_fp16_on_a_gpu(kw):
     options = dict(model="llama2-7b", hardware="rtx4090", dtype="fp16", accumulate="fp16")
     with pytest.raises(UserError, match="--accumulate fp16"):
         build_estimate("infer", dict(options, **kw))
+
+
+def test_training_mfu_counts_against_the_peak_the_products_run_at():
+    base = dict(model="llama2-7b", hardware="rtx4090", gpus=1, dtype="fp16", seq=2048, kernels="fused")
+    fp32 = build_estimate("pretrain", base).metrics
+    fp16 = build_estimate("pretrain", dict(base, accumulate="fp16")).metrics
+    # faster, yet a smaller share of a peak twice as high
+    assert fp16["tokens_per_s"] > fp32["tokens_per_s"]
+    ratio = fp16["tokens_per_s"] / fp32["tokens_per_s"] / (330.3 / 165.2)
+    assert fp16["mfu"] == pytest.approx(fp32["mfu"] * ratio, rel=1e-9)

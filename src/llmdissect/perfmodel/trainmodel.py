@@ -205,7 +205,7 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     devices = dp * tp * pp
     mfpt = fl.model_flops_per_token(m, s * cp, lora * lora_params)
     hfpt = fl.hardware_flops_per_token(m, s * cp, rc, lora * lora_params)
-    peak_total = c.peak_flops_per_s * devices
+    peak_total = c.peak_flops_per_s * c.gemm_peak_scale * devices  # the peak its products run at (fp16-accumulate)
     return {mn.TIME: {mn.STEP_S: step, mn.FORWARD_S: ga * fwd, mn.BACKWARD_S: ga * (bwd + recompute),
                       mn.OPTIMIZER_S: optimizer_s + param_fetch,
                       mn.COMM_S: ga * (tp_comm + pp_comm + ep_comm + cp_comm) + exposed,

@@ -57,6 +57,13 @@ def estimate(
     float8: Optional[str] = typer.Option(None, "--float8", help="none | tensorwise: the layers' linears in "
                                          "float8, as torchao's Float8Linear (training, GPUs with an FP8 peak) "
                                          "[none]."),
+    sp: Optional[bool] = typer.Option(None, "--sp/--no-sp", help="Sequence parallelism with --tp: norms and "
+                                      "residuals on 1/tp of the tokens (training) [off]."),
+    async_tp: Optional[bool] = typer.Option(None, "--async-tp/--no-async-tp", help="With --sp: the TP collectives "
+                                            "overlapped with the products (torch's async TP) (training) [off]."),
+    prefetch: Optional[bool] = typer.Option(None, "--prefetch/--no-prefetch", help="With --zero 3: each unit's "
+                                            "parameter all-gather issued while the one before computes (FSDP2's "
+                                            "explicit prefetch) (training) [off]."),
     engine: Optional[str] = typer.Option(None, "--engine", help="single | ddp | fsdp | deepspeed (training) "
                                                                 "[as bench pretrain picks]."),
     lora_rank: Optional[int] = typer.Option(None, "--lora-rank", help="LoRA rank (finetune; 0 = full)."),

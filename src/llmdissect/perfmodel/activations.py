@@ -21,7 +21,8 @@ d_q = a x head_dim and d_kv = kv_heads x head_dim, one layer keeps for backward:
 - SwiGLU MLP: gate, silu(gate), up and their product, 4 b s f e. No dropout anywhere.
 
 Tensor parallelism (Megatron, Korthikanti et al. arXiv 2205.05198) splits the attention and
-MLP tensors over `tp`; norms and residuals stay whole (no sequence parallelism modelled).
+MLP tensors over `tp`; norms and residuals stay whole, or hold 1/tp of the tokens under
+sequence parallelism (`sp`, the same paper's section 4.2.2).
 Selective recomputation drops the s x s softmax output; full recomputation keeps only each
 layer's input and rebuilds one layer at a time in backward; "op" (torchtitan's per-operator
 policy, layertime.op_policy_gemms) keeps the layer's input, every other GEMM's output and the
@@ -89,12 +90,13 @@ def mlp_bytes(m: ModelSpec, b, s, e, tp=1):
     return gated + moe.routing_activation_bytes(m, b, s, e)
 
 
-def layer_activation_bytes(m: ModelSpec, b, s, e, eager, tp=1, selective=0):
-    """Everything one decoder layer saves for backward (no full recomputation)."""
+def layer_activation_bytes(m: ModelSpec, b, s, e, eager, tp=1, selective=0, sp=0):
+    """Everything one decoder layer saves for backward (no full recomputation); under sequence
+    parallelism (`sp` 1) the norms and residuals hold 1/tp of the tokens."""
     attention = (eager * eager_attention_bytes(m, b, s, e, tp, keep_scores=1 - selective)
                  + (1 - eager) * fused_attention_bytes(m, b, s, e, tp))
-    return (residual_bytes_per_layer(m, b, s, e) + 2 * rmsnorm_bytes(m, b, s, e) + qkv_bytes(m, b, s, e, tp, eager)
-            + attention + mlp_bytes(m, b, s, e, tp))
+    whole = (residual_bytes_per_layer(m, b, s, e) + 2 * rmsnorm_bytes(m, b, s, e)) / (1 + sp * (tp - 1))
+    return whole + qkv_bytes(m, b, s, e, tp, eager) + attention + mlp_bytes(m, b, s, e, tp)
 
 
 def checkpointed_layer_bytes(m: ModelSpec, b, s, e):
@@ -111,12 +113,16 @@ def op_policy_layer_bytes(m: ModelSpec, b, s, e, eager, tp=1):
     return checkpointed_layer_bytes(m, b, s, e) + gemms + (1 - eager) * fused_attention_bytes(m, b, s, e, tp)
 
 
-def saved_layer_bytes(m: ModelSpec, b, s, e, eager, recompute_level, tp=1):
-    """Bytes a layer keeps until its backward: level 0 none, 1 selective, 2 full, 3 op."""
+def saved_layer_bytes(m: ModelSpec, b, s, e, eager, recompute_level, tp=1, sp=0):
+    """Bytes a layer keeps until its backward: level 0 none, 1 selective, 2 full, 3 op. Under
+    sequence parallelism (`sp` 1) the tensors every TP rank would hold whole (the layer's
+    checkpointed input, the norms and residuals) hold 1/tp of the tokens (Korthikanti et al.,
+    arXiv 2205.05198, section 4.2.2)."""
     full, op = (recompute_level == 2) * 1, (recompute_level == 3) * 1
-    kept = layer_activation_bytes(m, b, s, e, eager, tp, selective=(recompute_level == 1) * 1)
-    return (full * checkpointed_layer_bytes(m, b, s, e) + op * op_policy_layer_bytes(m, b, s, e, eager, tp)
-            + (1 - full - op) * kept)
+    kept = layer_activation_bytes(m, b, s, e, eager, tp, selective=(recompute_level == 1) * 1, sp=sp)
+    split_input = checkpointed_layer_bytes(m, b, s, e) * sp * (1 / tp - 1)
+    return (full * (checkpointed_layer_bytes(m, b, s, e) + split_input)
+            + op * (op_policy_layer_bytes(m, b, s, e, eager, tp) + split_input) + (1 - full - op) * kept)
 
 
 def embedding_output_bytes(m: ModelSpec, b, s, e):
@@ -180,7 +186,7 @@ def eager_mask_bytes(m: ModelSpec, b, s, e, eager, recompute_level):
     return eager * (recompute_level >= 2) * b * s * s * e
 
 
-def activation_bytes(m: ModelSpec, b, s, e, eager, recompute_level, tp=1, pp=1, pp_virtual=1, loss=0):
+def activation_bytes(m: ModelSpec, b, s, e, eager, recompute_level, tp=1, pp=1, pp_virtual=1, loss=0, sp=0):
     """What the forward leaves alive for backward on one device: saved tensors of its layers,
     embedding output, final norm and the loss's log-softmax. Under 1F1B pipeline parallelism
     the first stage holds `pp` micro-batches of L / pp layers (arXiv 2205.05198, sec. 4.2.3),
@@ -189,7 +195,7 @@ def activation_bytes(m: ModelSpec, b, s, e, eager, recompute_level, tp=1, pp=1, 
     schedule: 2 (p - 1) + (v - 1) p warm-up chunks, then one), L (1 + (p - 1) / (p v)) layers'
     worth (the same section's factor)."""
     interleaved = (pp_virtual > 1) * (pp - 1) / (pp * pp_virtual)
-    layers = m.num_layers * (1 + interleaved) * saved_layer_bytes(m, b, s, e, eager, recompute_level, tp)
+    layers = m.num_layers * (1 + interleaved) * saved_layer_bytes(m, b, s, e, eager, recompute_level, tp, sp)
     edges = (embedding_output_bytes(m, b, s, e) + rmsnorm_bytes(m, b, s, e) + rope_table_bytes(m, s, e)
              + eager_mask_bytes(m, b, s, e, eager, recompute_level))
     return layers + edges + logits_bytes(m, b, s, e, loss) / pp

@@ -138,10 +138,15 @@ def data_parallel_comm_s(net: Network, stage, grad_bytes, weight_bytes, dp, micr
     return s01 + s2 + s3
 
 
-def tensor_parallel_comm_s(net: Network, activation_bytes, tp, layers, passes):
+def tensor_parallel_comm_s(net: Network, activation_bytes, tp, layers, passes, sp=0):
     """Megatron-LM (arXiv 1909.08053): two all-reduces of the b x s x h activations per layer
-    per pass (forward, backward, and a recomputed forward)."""
-    return passes * 2 * layers * collective_time_s(net, "all_reduce", activation_bytes, tp)
+    per pass (forward, backward, and a recomputed forward). Sequence parallelism (`sp` 1;
+    Korthikanti et al., arXiv 2205.05198, section 4.2.2) replaces each all-reduce by an
+    all-gather and a reduce-scatter: the same bytes, two calls' fixed costs."""
+    ar = collective_time_s(net, "all_reduce", activation_bytes, tp)
+    ag_rs = collective_time_s(net, "all_gather", activation_bytes, tp) \
+        + collective_time_s(net, "reduce_scatter", activation_bytes, tp)
+    return passes * 2 * layers * (ar + sp * (ag_rs - ar))
 
 
 def pipeline_bubble_fraction(pp, micro_batches):

@@ -152,6 +152,17 @@ def _check_attn(attn: str, platform: Platform) -> str:
     return attn
 
 
+def _check_overlaps(sp: bool, async_tp: bool, prefetch: bool, tp: int, zero: int) -> None:
+    """--sp and --async-tp act on tensor-parallel collectives, --prefetch on ZeRO-3's gathers."""
+    if sp and tp < 2:
+        raise UserError("--sp splits the norms and residuals over the tensor-parallel ranks: give --tp 2 or more")
+    if async_tp and not sp:
+        raise UserError("--async-tp overlaps sequence parallelism's all-gathers and reduce-scatters: give --sp "
+                        "(and --tp 2 or more)")
+    if prefetch and zero != 3:
+        raise UserError("--prefetch issues ZeRO-3's / FSDP's parameter all-gathers ahead: give --zero 3")
+
+
 @dataclass(frozen=True)
 class TrainSetup:
     """A pre-training or fine-tuning step on a platform."""
@@ -198,6 +209,12 @@ class TrainSetup:
     `bench pretrain` runs transformers' modules, fused under torch.compile or fused kernels."""
     float8: str = "none"
     """none | tensorwise: the layers' linears in float8 (torchao's Float8Linear; op_costs.FLOAT8_RECIPES)."""
+    sp: bool = False
+    """Sequence parallelism with --tp: norms and residuals on 1/tp of the tokens (Megatron-LM's)."""
+    async_tp: bool = False
+    """With --sp: the TP collectives overlapped with the products they feed and follow."""
+    prefetch: bool = False
+    """With ZeRO-3 / FSDP: each unit's all-gather issued while the unit before computes."""
     dp: int = field(init=False, default=1)
 
     def __post_init__(self) -> None:
@@ -218,6 +235,7 @@ class TrainSetup:
         if self.float8 != "none" and self.lora_rank:
             raise UserError("--float8 with LoRA is not modelled (float8 linears train every weight)")
         _check_attn(self.attn, self.platform)
+        _check_overlaps(self.sp, self.async_tp, self.prefetch, self.tp, self.zero)
         if self.seq > self.model.max_position_embeddings:
             raise UserError(f"--seq {self.seq} is longer than {self.model.name} allows "
                             f"({self.model.max_position_embeddings} positions)")
@@ -308,6 +326,9 @@ class TrainSetup:
             c["kernels"] = self.kernels
         if self.accumulate != "fp32":
             c["accumulate"] = self.accumulate
+        for key in ("sp", "async_tp", "prefetch"):  # measured runs have none: only a departure is a key
+            if getattr(self, key):
+                c[key] = True
         return c
 
 

@@ -81,7 +81,7 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
               rc=RECOMPUTE_LEVEL[setup.recompute], zero=setup.zero, off=OFFLOAD_LEVEL[setup.offload],
               tp=setup.tp, pp=setup.pp, dp=setup.dp * setup.cp, optimizer=setup.optimizer, lora=lora,
               lora_params=lora_params, frozen_weight_bytes=frozen, pure=int(setup.precision == "pure"),
-              ep=setup.ep, pp_virtual=setup.pp_virtual, loss=LOSSES.index(setup.loss))
+              ep=setup.ep, pp_virtual=setup.pp_virtual, loss=LOSSES.index(setup.loss), sp=int(setup.sp))
     memory = _plain(train_memory(m, mach, **kw))
     host_total = memory.pop("host_bytes") * setup.platform.num_devices
     memory["host_total_bytes"] = host_total
@@ -96,7 +96,8 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
                        lora_rank=setup.lora_rank, lora_targets=targets,
                        lora_dropout=LORA_DROPOUTS.index(setup.lora_dropout), cp=setup.cp,
                        pp_flushes=setup.pp_flushes, float8_scale=float8_scale,
-                       kernels=KERNELS.index(setup.kernels), **kw)
+                       kernels=KERNELS.index(setup.kernels), async_tp=int(setup.async_tp),
+                       prefetch=int(setup.prefetch), **kw)
         metrics["comm_total_s"] = float(t.pop("comm_total_s"))
         metrics.update(_plain(t))
     else:
@@ -107,6 +108,14 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
         notes.append(f"--cp {setup.cp}: each device holds {setup.seq // setup.cp} tokens of every sequence; the "
                      "attention's keys and values pass around a ring of the cp ranks behind its compute (what "
                      "outlasts it shows in comm_s); ZeRO shards and gradients span dp x cp ranks")
+    if setup.sp:
+        notes.append(f"--sp: norms and residual adds on 1/{setup.tp} of the tokens, their saved tensors split too; "
+                     "each TP all-reduce an all-gather and a reduce-scatter"
+                     + (" overlapped with the layers' products (--async-tp: what outlasts them shows in comm_s)"
+                        if setup.async_tp else ""))
+    if setup.prefetch:
+        notes.append("--prefetch: ZeRO-3's parameter all-gathers hide behind the step's compute but the first "
+                     "unit's of each pass (what outlasts the compute shows in comm_s)")
     fits = memory[mn.TOTAL_BYTES] <= setup.platform.device.memory_bytes
     host_cap = setup.platform.host_memory_bytes
     if setup.offload != "none":

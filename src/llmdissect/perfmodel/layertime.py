@@ -176,9 +176,12 @@ def layer_attention_backward_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, f
     return attention_time_s(c, cost.flops / tp, cost.bytes / tp, s, backward=True)
 
 
-def layer_elementwise_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1, kernels=1):
+def layer_elementwise_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1, kernels=1, sp=0):
     """Norms, RoPE, SwiGLU and residual adds: bandwidth-bound. Norms and adds act on the
-    whole hidden state on every TP rank; RoPE and SwiGLU on the rank's heads and columns.
+    whole hidden state on every TP rank, or under sequence parallelism (`sp` 1) on the rank's
+    1/tp of the tokens (Korthikanti et al., arXiv 2205.05198, section 4.2.2: "the layer-norm
+    and dropout ... independent along the sequence dimension"); RoPE and SwiGLU on the rank's
+    heads and columns.
     `kernels` an index into op_costs.KERNELS: fused (1) moves each module's tensors once; eager
     (0) each of its operators' (op_costs.rmsnorm_eager_bytes, rope_eager_bytes,
     swiglu_eager_bytes; a GPT layer's LayerNorm and GELU are one operator each either way). A
@@ -192,14 +195,14 @@ def layer_elementwise_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1, kernels
     norm = norm + eager * (opc.rmsnorm_eager_bytes(tokens, h, e) - norm)
     rope = rope + eager * (opc.rope_eager_bytes(tokens, m.q_dim, m.kv_dim, e) - rope)
     act = act + eager * m.gated_mlp * (opc.swiglu_eager_bytes(tokens, m.mlp_token_width, e) - act)
-    replicated = 2 * norm + 2 * opc.residual_add(tokens, h, e).bytes
+    replicated = (2 * norm + 2 * opc.residual_add(tokens, h, e).bytes) / (1 + sp * (tp - 1))
     sharded = rope + act
     # a MoE layer's routing, dispatch and combine (the mean over the model's layers)
     routing = m.moe_layers / m.num_layers * opc.moe_routing(tokens, m.experts_per_token, h, m.num_experts, e).bytes
     return memory_time_s(c, replicated + sharded / tp + routing, tokens)
 
 
-def layer_op_recompute_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1, kernels=1):
+def layer_op_recompute_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1, kernels=1, sp=0):
     """What "op" selective recomputation redoes per layer in backward: the GEMMs it does not
     save (op_policy_gemms), the element-wise operators, and eager attention's core (a fused
     attention's outputs are saved); each operator at its fixed cost too."""
@@ -211,7 +214,7 @@ def layer_op_recompute_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_
                             (tokens, k, n / tp), io)
                 for k, n, _ in redone for io in [opc.linear_io_bytes(tokens, k, n, e) / tp])
     ops = len(opc.LAYER_FORWARD_OPS) - len(shapes) + len(redone) - (1 - eager)  # the saved ones are not rerun
-    total = (gemms + layer_elementwise_time_s(c, m, tokens, e, tp, kernels)
+    total = (gemms + layer_elementwise_time_s(c, m, tokens, e, tp, kernels, sp)
              + eager * layer_attention_time_s(c, m, b, s, e, eager, tp))
     return launch_bound(c, total, ops)
 
@@ -293,14 +296,14 @@ def with_cold_caches(c: Ceilings, streamed_bytes) -> Ceilings:
 
 
 def layer_kernels_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1, by_length=False,
-                         kernels=1):
+                         kernels=1, sp=0):
     """One layer's forward kernels: GEMMs + attention core + element-wise operators, each at
-    its roofline (no fixed costs); `by_length` as layer_attention_time_s, `kernels` as
+    its roofline (no fixed costs); `by_length` as layer_attention_time_s, `kernels` and `sp` as
     layer_elementwise_time_s."""
     tokens = b * s
     return (layer_gemm_time_s(c, m, tokens, e, weight_bytes, tp)
             + layer_attention_time_s(c, m, b, s, e, eager, tp, by_length)
-            + layer_elementwise_time_s(c, m, tokens, e, tp, kernels))
+            + layer_elementwise_time_s(c, m, tokens, e, tp, kernels, sp))
 
 
 def layer_forward_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes, tp=1, by_length=False,

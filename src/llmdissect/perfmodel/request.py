@@ -21,7 +21,7 @@ ANALYTICAL_KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER)
 """What run_estimate answers with the closed-form model (a suite's `estimate` entries)."""
 TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp_virtual",
               "pp_flushes", "cp", "ep", "lora_rank", "lora_dropout", "optimizer", "precision", "engine",
-              "loss", "float8", "kernels")
+              "loss", "float8", "kernels", "sp", "async_tp", "prefetch")
 INFER_ONLY = ("batch", "cache")
 WEIGHTS = ("group_size", "kv_dtype")
 """Options of the served weights and cache: inference and serving take them, training does not."""
@@ -102,6 +102,16 @@ class EstimateRequest(BaseModel):
     """eager | fused [eager] (training): the layers' element-wise modules operator by operator,
     as transformers' and torchtitan's PyTorch modules run, or one pass each, as torch.compile,
     Megatron's and Transformer Engine's fused kernels run them."""
+    sp: Optional[bool] = None
+    """Sequence parallelism with tp > 1 [off] (training): the norms and residual adds on 1/tp of
+    the tokens, each TP all-reduce an all-gather and a reduce-scatter (Megatron-LM's
+    sequence_parallel, torchtitan's and NeMo AutoModel's)."""
+    async_tp: Optional[bool] = None
+    """With sp [off] (training): the TP collectives overlapped with the products they feed and
+    follow (torch's async TP, enable_async_tensor_parallel)."""
+    prefetch: Optional[bool] = None
+    """With zero 3 [off] (training): each unit's parameter all-gather issued while the unit before
+    computes (FSDP2's explicit prefetching, NeMo AutoModel's enable_fsdp2_prefetch)."""
     float8: Optional[str] = None
     """none | tensorwise [none] (training): the layers' linears in float8, as torchao's
     Float8Linear with dynamic tensor-wise scales (torchtitan's float8 converter), on a GPU with
@@ -226,7 +236,8 @@ def estimate_for(request: EstimateRequest, model, profile: dict[str, Any], expli
                        lora_rank=r.lora_rank or 0, lora_targets=targets, lora_dropout=r.lora_dropout or "none",
                        engine_name=r.engine or "auto",
                        precision=r.precision or "mixed", loss=r.loss or "unchunked",
-                       float8=r.float8 or "none", kernels=r.kernels or "eager",
+                       float8=r.float8 or "none", kernels=r.kernels or "eager", sp=bool(r.sp),
+                       async_tp=bool(r.async_tp), prefetch=bool(r.prefetch),
                        accumulate=r.accumulate or "fp32", **common)
     return estimate_train(setup, machine)
 

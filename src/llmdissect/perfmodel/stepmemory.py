@@ -32,20 +32,21 @@ def _max(*xs):
 
 def training_step_peak_bytes(m: ModelSpec, b, s, e, eager, recompute_level, grad_bytes_per_param,
                              tp=1, persistent_grads=0, grad_fraction=1.0, hold_logits=0, optimizer_transient=0,
-                             loss=0):
+                             loss=0, sp=0):
     """Peak bytes of activations plus gradients over one forward and backward.
 
     `grad_bytes_per_param` is the gradient dtype size; `grad_fraction` the share of each
     gradient this device keeps (1 / dp under ZeRO-2/3, 0 when offloaded); `persistent_grads`
     1 when gradients live through the forward (accumulation over micro-batches); `loss` an
-    index into op_costs.LOSSES (what the loss keeps and its backward's transients).
+    index into op_costs.LOSSES (what the loss keeps and its backward's transients); `sp` 1
+    under sequence parallelism (activations.saved_layer_bytes).
     """
     g = grad_bytes_per_param * grad_fraction / tp
     g_layer = m.params_per_layer * g
     g_head = (m.params_head + m.hidden_size) * g
     g_all = m.params * g
-    full_layer = act.layer_activation_bytes(m, b, s, e, eager, tp, selective=(recompute_level == 1) * 1)
-    saved = act.saved_layer_bytes(m, b, s, e, eager, recompute_level, tp)
+    full_layer = act.layer_activation_bytes(m, b, s, e, eager, tp, selective=(recompute_level == 1) * 1, sp=sp)
+    saved = act.saved_layer_bytes(m, b, s, e, eager, recompute_level, tp, sp)
     edges = (act.embedding_output_bytes(m, b, s, e) + act.rope_table_bytes(m, s, e)
              + act.eager_mask_bytes(m, b, s, e, eager, recompute_level))
     final_norm = act.rmsnorm_bytes(m, b, s, e)

@@ -31,6 +31,7 @@ from llmdissect.perfmodel.layertime import (
     layer_attention_time_s,
     layer_float8_cast_time_s,
     layer_gemm_shapes,
+    layer_gemm_time_s,
     layer_kernels_time_s,
     layer_op_recompute_time_s,
     model_param_tensors,
@@ -49,11 +50,11 @@ def framework_bytes(mach: Machine, tensors_bytes):
 
 
 def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
-                 optimizer, lora, lora_params, frozen_weight_bytes, pure=0, ep=1, pp_virtual=1, loss=0):
+                 optimizer, lora, lora_params, frozen_weight_bytes, pure=0, ep=1, pp_virtual=1, loss=0, sp=0):
     """Per-device memory (bytes) of a training step; dict of scalars or arrays. `pure` 1:
     16-bit weights, gradients and optimizer states, no fp32 master (states.py). Expert
     parallelism `ep` keeps 1/ep of the routed experts on each device (moe.py); `loss` an index
-    into op_costs.LOSSES."""
+    into op_costs.LOSSES; `sp` 1 under sequence parallelism (activations.saved_layer_bytes)."""
     shard = tp * pp
     routed = moe.routed_expert_params(m)
     # trainable parameters on this model shard: the dense part, which ZeRO partitions over the
@@ -69,7 +70,7 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     p, g, o = p + px, g + gx, o + ox
     frozen = lora * frozen_weight_bytes / shard / (1 + (zero >= 3) * (dp - 1))
     params = p + frozen
-    activations = act.activation_bytes(m, b, s, e, eager, rc, tp, pp, pp_virtual, loss)
+    activations = act.activation_bytes(m, b, s, e, eager, rc, tp, pp, pp_virtual, loss, sp)
     grad_fraction = (1 - lora) * (off < 1) / (1 + (zero >= 2) * (dp - 1)) / pp
     persistent = (ga > 1) * (zero < 2) * (off < 1) * (1 - lora)
     is_gpu = mach.platform.device.kind == "gpu"
@@ -77,7 +78,7 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     psi_opt = psi_dense / (1 + (zero >= 1) * (dp - 1)) + psi_experts / (1 + (zero >= 1) * (edp - 1))
     opt_tmp = optimizer_step_transient_bytes(m, psi_opt, is_gpu, (off < 1) * 1, 4 + pure * (e - 4))
     step_peak = training_step_peak_bytes(m, b, s, e, eager, rc, e, tp, persistent, grad_fraction,
-                                         optimizer_transient=opt_tmp, loss=loss) + lora * g
+                                         optimizer_transient=opt_tmp, loss=loss, sp=sp) + lora * g
     tensors = params + o + step_peak
     other = framework_bytes(mach, tensors)
     host = states.host_bytes_per_device(psi_dense, e, zero, dp, off, optimizer, pure) \
@@ -87,10 +88,27 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
             "host_bytes": host}
 
 
+def data_parallel_exposed_s(dp_comm, backward_s, compute_s, first_gathers_s, overlap, prefetch=0):
+    """The data-parallel / sharding communication left on a step's critical path.
+
+    Without prefetching, `overlap` of it hides behind the backward (the bucketed gradient
+    reduction of DDP and ZeRO; defaults.assumptions_for). With explicit prefetching (`prefetch`
+    1, ZeRO-3 / FSDP: each unit's all-gather issued while the unit before computes), all of it
+    hides behind the step's compute `compute_s` but the first unit's all-gather of each pass
+    (`first_gathers_s`: nothing runs before it) and what outlasts the compute: "this overlap
+    method exposes only one DP communication chunk" (NeMo Framework user guide 24.12,
+    "Communication Overlap", of Megatron's layer-wise parameter gathers)."""
+    plain = comm.exposed_s(dp_comm, backward_s, overlap)
+    rest = dp_comm - first_gathers_s
+    rest = rest * (rest > 0)
+    prefetched = first_gathers_s + comm.exposed_s(rest, compute_s, 1.0)
+    return plain + prefetch * (prefetched - plain)
+
+
 def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
                optimizer, lora, lora_params, frozen_weight_bytes, layer_weight_bytes, sharded_calls=1, flat=0,
                pure=0, ep=1, lora_rank=0, lora_targets=(), lora_dropout=0, fsdp=0, pp_virtual=1, cp=1,
-               pp_flushes=1, loss=0, float8_scale=1.0, kernels=0):
+               pp_flushes=1, loss=0, float8_scale=1.0, kernels=0, sp=0, async_tp=0, prefetch=0):
     """Per-step times (s), throughput and MFU; needs `mach.ceilings`. `layer_weight_bytes`
     is one decoder layer's weights as stored (quantized under QLoRA); `sharded_calls` how many
     collectives a sharded (ZeRO-2/3) pass splits its traffic into (one per wrapped layer
@@ -113,7 +131,17 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     tensor-wise): their products, forward and backward, at that multiple of the peak, plus the
     casts of their operands (layertime.layer_float8_cast_time_s); the head stays in the compute
     dtype (torchtitan's converter leaves `output` out), and 1 is no float8. `kernels` an index
-    into op_costs.KERNELS (layertime.layer_elementwise_time_s)."""
+    into op_costs.KERNELS (layertime.layer_elementwise_time_s).
+    Sequence parallelism `sp` 1: the norms and residual adds run on 1/tp of the tokens and each
+    TP all-reduce is an all-gather and a reduce-scatter (comm.tensor_parallel_comm_s);
+    `async_tp` 1 (with `sp`): those collectives decomposed and overlapped with the products they
+    feed and follow (Wang et al., "Overlap Communication with Dependent Computation via
+    Decomposition", ASPLOS 2023, doi 10.1145/3567955.3567959; torch inductor's micro-pipelined
+    async TP, torchtitan's and NeMo AutoModel's enable_async_tensor_parallel), so only what
+    outlasts the layers' GEMMs shows. `prefetch` 1 (ZeRO-3 / FSDP): each unit's all-gather
+    issued while the unit before computes (explicit prefetching; Zhao et al., arXiv 2304.11277,
+    section 3.3), so the sharded collectives hide behind the whole step's compute but for the
+    first unit's gather of each pass (data_parallel_exposed_s)."""
     c, net = mach.ceilings, mach.network
     layers = m.num_layers / pp
     tokens = b * s
@@ -123,7 +151,7 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     cast_fwd = float8 * layer_float8_cast_time_s(c, m, tokens, e, tp)
     cast_bwd = float8 * layer_float8_cast_time_s(c, m, tokens, e, tp, "bwd")
     t_kernels = layer_kernels_time_s(c_lin, m, b, s, e, eager, layer_weight_bytes, tp, by_length=True,
-                                     kernels=kernels) + cast_fwd
+                                     kernels=kernels, sp=sp) + cast_fwd
     t_attn = layer_attention_time_s(c, m, b, s, e, eager, tp, by_length=True)
     t_attn_bwd = layer_attention_backward_time_s(c, m, b, s, e, eager, t_attn, tp, lora)
     if cp > 1:  # the attention of s / cp queries over all s keys: 1 / cp of the whole sequence's
@@ -149,10 +177,16 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     # selective recomputation redoes only the attention core; "op" the GEMMs it did not save
     recompute = (rc == 2) * (layers * t_layer + adapter_fwd) \
         + (rc == 1) * layers * t_attn \
-        + (rc == 3) * layers * (layer_op_recompute_time_s(c_lin, m, b, s, e, eager, layer_weight_bytes, tp, kernels)
+        + (rc == 3) * layers * (layer_op_recompute_time_s(c_lin, m, b, s, e, eager, layer_weight_bytes, tp, kernels,
+                                                          sp)
                                 + float8 * layer_float8_cast_time_s(c, m, tokens, e, tp, share=redone_share))
     act_bytes = tokens * m.hidden_size * e
-    tp_comm = comm.tensor_parallel_comm_s(net, act_bytes, tp, layers, 2 + (rc == 2))
+    tp_comm = comm.tensor_parallel_comm_s(net, act_bytes, tp, layers, 2 + (rc == 2), sp)
+    # async TP: the collectives run inside the products of the same passes (forward, the
+    # recomputed forward, and the backward's activation- and weight-gradient products)
+    gemm_passes = 1 + (rc == 2) + (2 - lora)
+    gemm_window = gemm_passes * layers * layer_gemm_time_s(c_lin, m, tokens, e, layer_weight_bytes, tp)
+    tp_comm = tp_comm - async_tp * (tp_comm - comm.exposed_s(tp_comm, gemm_window, 1.0))
     pp_net = comm.pipeline_network(net, mach.scale_out, mach.node_devices, tp, pp)
     # a micro-batch crosses v x p - 1 stage boundaries instead of p - 1: v sends each way a device
     pp_comm = (pp > 1) * 2 * pp_virtual * comm.p2p_time_s(pp_net, act_bytes)
@@ -182,7 +216,10 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     dp_net = comm.group_network(net, mach.scale_out, mach.node_devices, dp, tp * pp)
     dp_comm = comm.data_parallel_comm_s(dp_net, zero, psi_shard * e, psi_shard * e + frozen_shard, dp, ga,
                                         calls=sharded_calls)
-    exposed = comm.exposed_s(dp_comm, ga * bwd, mach.assumptions["overlap_fraction"])
+    first_gathers = ga * 2 * comm.collective_time_s(dp_net, "all_gather", (psi_shard * e + frozen_shard)
+                                                    / sharded_calls, dp)
+    exposed = data_parallel_exposed_s(dp_comm, ga * bwd, ga * (fwd + bwd + recompute), first_gathers,
+                                      mach.assumptions["overlap_fraction"], prefetch)
     psi_local = psi_shard / (1 + (zero >= 1) * (dp - 1))
     shards = shard_div(tp, pp) * (1 + (zero >= 1) * (dp - 1))
     # a flat partition is one tensor of all the parameters, torch's optimizer sees each one

@@ -173,6 +173,7 @@ def estimate_infer(setup: InferSetup, mach: Machine) -> Estimate:
     kw = dict(b=setup.batch, n_in=setup.input_len, n_out=setup.output_len, e=e,
               eager=int(setup.attn == "eager"), tp=setup.tp, kv_e=setup.kv_e, pp=setup.pp)
     group = setup.group_size
+    dev = setup.platform.device
     memory, max_batch = infer_memory(m, mach, weight_bytes=wt.model_weight_bytes(m, setup.quant, e, group), **kw)
     kw["concat"] = int(setup.cache == "dynamic")  # time only: both caches hold the same bytes at the end
     memory = _plain(memory)
@@ -181,7 +182,14 @@ def estimate_infer(setup: InferSetup, mach: Machine) -> Estimate:
     notes = _common_notes(mach)
     if mach.ceilings is not None:
         layer_weights = wt.layer_read_bytes(m, setup.quant, e, group)
-        metrics.update(_plain(infer_time(m, mach, dp=setup.dp, layer_weights=layer_weights, **kw)))
+        decode = wt.decode_layer_read_bytes(m, setup.quant, e, group, dev.architecture, setup.batch, dev.kind)
+        metrics.update(_plain(infer_time(m, mach, dp=setup.dp, layer_weights=layer_weights, decode_weights=decode,
+                                         **kw)))
+        if decode != layer_weights:
+            notes.append(f"nf4 at batch 1: decode runs bitsandbytes' 4-bit kernel, "
+                         f"{wt.NF4_GEMV_SPEEDUP[dev.architecture.lower()]:g}x a 16-bit product on "
+                         f"{dev.architecture} (its release notes); prefill and larger batches dequantize each "
+                         "weight first")
         metrics["batch_sweep"] = _batch_sweep(setup, mach, kw, layer_weights, int(max_batch))
     else:
         metrics.update({mn.TIME: None, mn.TOKENS_PER_S: None, mn.MFU: None})
@@ -197,8 +205,12 @@ def _batch_sweep(setup: InferSetup, mach: Machine, kw: dict, layer_weights: int,
     if max_batch > 0 and (not batches or batches[-1] != max_batch):
         batches.append(max_batch)
     rows = []
+    dev = setup.platform.device
     for b in batches:
-        t = infer_time(setup.model, mach, dp=setup.dp, layer_weights=layer_weights, **{**kw, "b": b})
+        decode = wt.decode_layer_read_bytes(setup.model, setup.quant, setup.e, setup.group_size, dev.architecture, b,
+                                            dev.kind)
+        t = infer_time(setup.model, mach, dp=setup.dp, layer_weights=layer_weights, decode_weights=decode,
+                       **{**kw, "b": b})
         rows.append({"batch": b, mn.TTFT_S: float(t[mn.TIME][mn.TTFT_S]), mn.TPOT_S: float(t[mn.TIME][mn.TPOT_S]),
                      mn.TOKENS_PER_S: float(t[mn.TOKENS_PER_S])})
     return rows

@@ -56,7 +56,7 @@ def infer_memory(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, w
 
 
 def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp, layer_weights, concat=1,
-               kv_e=None, pp=1):
+               kv_e=None, pp=1, decode_weights=None):
     """TTFT, TPOT, end-to-end latency, throughput and MFU of one batch; needs ceilings.
     `layer_weights` is the bytes of one decoder layer's (possibly quantized) weights;
     `concat` 1 for a cache that appends by concatenation (transformers' dynamic), 0 in place;
@@ -65,7 +65,9 @@ def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp,
     runs them in turn (generate's loop has one batch in flight, as a naive pipeline of layers
     over devices runs; vLLM overlaps several only when it serves several batches), so the
     compute is one device's, and each step adds pp - 1 sends of the batch's hidden states
-    between stages (comm.p2p_time_s over the pipeline's link)."""
+    between stages (comm.p2p_time_s over the pipeline's link). `decode_weights`: what a decode
+    step's products read for a layer's weights where it differs from the prefill's
+    (weights.decode_layer_read_bytes: bitsandbytes' batch-1 4-bit kernel)."""
     net = mach.network
     kv_e = e if kv_e is None else kv_e
     # the forward's fixed costs, hot or cold by the bytes it streams (layertime.cold_cache_scale)
@@ -79,7 +81,7 @@ def infer_time(m: ModelSpec, mach: Machine, *, b, n_in, n_out, e, eager, tp, dp,
     ctx = n_in + n_out / 2
     kv_read = kvcache.kv_cache_bytes(m, b, ctx, kv_e, tp)
     # b new tokens through every layer, reading the experts they reach (moe.decode_weight_fraction)
-    step_weights = layer_weights * moe.decode_weight_fraction(m, b)
+    step_weights = (layer_weights if decode_weights is None else decode_weights) * moe.decode_weight_fraction(m, b)
     c = with_cold_caches(mach.ceilings, forward_stream_bytes(m, step_weights, e, tp, kv_read))
     gemm = m.num_layers * layer_gemm_time_s(c, m, b, e, step_weights, tp)
     # MLA in transformers re-expands the whole cached latent at every step (moe.mla_expansion_flops)

@@ -239,6 +239,27 @@ DEQUANTIZED_COPY = ("nf4", "int8-bnb")
 int8/int4 kernels read the quantized weight directly."""
 
 
+# bitsandbytes' batch-1 4-bit inference kernels (gemv_4bit; bitsandbytes 0.40.0 release notes,
+# 2023-07-12: "Expected speedups vs 16-bit precision (fp16/bf16) for matrix multiplications with
+# inner product dimension of at least 4096 (LLaMA 7B) is: 2.2x for Turing ..., 3.4x for Ampere ...,
+# 4.0x for Ada/Hopper"). bnb.matmul_4bit takes them where its input is a single row that needs no
+# gradient (a batch-1 decode step); every other product dequantizes the weight first.
+NF4_GEMV_SPEEDUP = {"turing": 2.2, "ampere": 3.4, "ada": 4.0, "hopper": 4.0}
+
+
+def decode_layer_read_bytes(m: ModelSpec, quant: str, dtype_bytes: float, group: int = INT4_GROUP,
+                            architecture: str | None = None, batch: int = 1, device_kind: str = "gpu"):
+    """What one decode step's products read for a layer's weights. NF4 at batch 1 on a GPU of an
+    architecture in NF4_GEMV_SPEEDUP: the 16-bit weights' bytes over the kernel's published
+    speed-up (the product priced as the 16-bit one, that much faster; no dequantized copy).
+    Otherwise layer_read_bytes."""
+    speedup = NF4_GEMV_SPEEDUP.get((architecture or "").lower())
+    if check_quant(quant) == "nf4" and device_kind == "gpu" and batch == 1 and speedup:
+        elements = sum(n * sum(o * i for o, i in shapes.values()) for n, shapes in _layer_groups(m)) / m.num_layers
+        return elements * dtype_bytes / speedup
+    return layer_read_bytes(m, quant, dtype_bytes, group)
+
+
 def layer_read_bytes(m: ModelSpec, quant: str, dtype_bytes: float, group: int = INT4_GROUP) -> int:
     """Bytes one forward of a layer moves for its weights: the stored weights, plus writing
     and reading a dequantized copy where the library makes one."""

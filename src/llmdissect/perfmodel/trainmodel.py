@@ -68,7 +68,10 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     p, g, o = states.offloaded_device_bytes(psi_dense, e, zero, dp, off, optimizer, working, pure)
     px, gx, ox = states.offloaded_device_bytes(psi_experts, e, zero, edp, off, optimizer, 0, pure)
     p, g, o = p + px, g + gx, o + ox
-    frozen = lora * frozen_weight_bytes / shard / (1 + (zero >= 3) * (dp - 1))
+    # a frozen base (LoRA) is partitioned like the rest under ZeRO-3, and goes to the host with
+    # the other parameters under params offload (FSDP's CPUOffload(offload_params=True), ZeRO-Infinity)
+    frozen_shard = lora * frozen_weight_bytes / shard / (1 + (zero >= 3) * (dp - 1))
+    frozen = frozen_shard * (off < 2)
     params = p + frozen
     activations = act.activation_bytes(m, b, s, e, eager, rc, tp, pp, pp_virtual, loss, sp)
     grad_fraction = (1 - lora) * (off < 1) / (1 + (zero >= 2) * (dp - 1)) / pp
@@ -82,7 +85,7 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     tensors = params + o + step_peak
     other = framework_bytes(mach, tensors)
     host = states.host_bytes_per_device(psi_dense, e, zero, dp, off, optimizer, pure) \
-        + states.host_bytes_per_device(psi_experts, e, zero, edp, off, optimizer, pure)
+        + states.host_bytes_per_device(psi_experts, e, zero, edp, off, optimizer, pure) + frozen_shard * (off >= 2)
     return {mn.PARAMS_BYTES: params, mn.GRADS_BYTES: g, mn.OPTIMIZER_BYTES: o, mn.ACTIVATIONS_BYTES: activations,
             "step_peak_bytes": step_peak, mn.OTHER_BYTES: other, mn.TOTAL_BYTES: tensors + other,
             "host_bytes": host}
@@ -233,7 +236,10 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     host_bw = (host.bandwidth_bytes_per_s * host.efficiency) if host is not None else c.bytes_per_s()
     cpu_adam = host_optimizer_params(psi_local, dp * tp * pp, mach.node_devices) / mach.assumptions[
         "cpu_adam_params_per_s"] + psi_local * 2 * e / host_bw
-    param_fetch = (off >= 2) * ga * 2 * psi_local * e / host_bw
+    # params offload: each micro-batch's forward and backward fetch this device's partition from
+    # the host, a frozen LoRA base included
+    frozen_local = frozen_shard / (1 + (zero >= 3) * (dp - 1))
+    param_fetch = (off >= 2) * ga * 2 * (psi_local * e + frozen_local) / host_bw
     optimizer_s = (off < 1) * (on_device + optimizer_tensors(m, tensors, lora, len(lora_targets), flat, zero, dp, pp)
                                * c.optimizer_tensor_s) \
         + (off >= 1) * cpu_adam + memory_time_s(c, 2 * copies.opt_grads * grad_bytes)

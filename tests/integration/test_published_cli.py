@@ -63,11 +63,17 @@ from llmdissect.results import open_store
 # were; exact whatever they read (0.92-0.97x approximate before, 0.95-1.13x now): finetune 6 -> 10 points,
 # 0.086/0.667 -> 0.061/0.80; overall 47 -> 51, 0.071/0.915 -> 0.066/0.922; approximate 118 -> 114, 0.148/0.627 ->
 # 0.154/0.614 (four close points left it).
+# Answer.AI's fsdp_qlora write-up adds 45 fine-tuning points (27 exact: dummy data cut to the context length), taken
+# whole before their predictions were seen; and the GeForce parts take their own measured matmul ceiling (RTX 4090
+# 1.008, RTX 3090 1.079 of the datasheet: gemm 0.81 / 0.87 where Ampere's default 0.70 stood): their throughput
+# rows read 0.90-0.96x (0.82-0.87x before), torchtune's 8B LoRA 4090 row 0.72 -> 0.81x; their memory rows (peak
+# *reserved*) 0.68-0.94x. finetune 10 -> 37 points, 0.061/0.80 -> 0.135/0.784; overall 51 -> 78, 0.066/0.922 ->
+# 0.089/0.872; approximate 114 -> 132, 0.154/0.606.
 HELD = {"infer": {"median_abs_error": 0.0985, "within_1.25x": 0.913},
         "pretrain": {"median_abs_error": 0.048, "within_1.25x": 1.0},
-        "finetune": {"median_abs_error": 0.061, "within_1.25x": 0.80}}
-OVERALL = {"median_abs_error": 0.066, "within_1.25x": 0.921}
-APPROXIMATE = {"median_abs_error": 0.154, "within_1.25x": 0.614}
+        "finetune": {"median_abs_error": 0.135, "within_1.25x": 0.783}}
+OVERALL = {"median_abs_error": 0.090, "within_1.25x": 0.871}
+APPROXIMATE = {"median_abs_error": 0.155, "within_1.25x": 0.606}
 
 
 def test_every_shipped_point_has_its_source_and_loads():

@@ -44,3 +44,13 @@ def test_a_hardware_toml_efficiency_wins():
     mine = machine_for(dataclasses.replace(platform, device=device), "bf16")
     assert mine.efficiency["attention"] == 0.75
     assert mine.efficiency["gemm"] == efficiency_for("hopper")["gemm"]
+
+
+@pytest.mark.parametrize("device,best,datasheet", [
+    # zzc0721/torch-performance-test-data database.md: the median of the 24GB parts' bf16 rows
+    ("rtx4090", (163.09 + 170.06) / 2, 165.2), ("rtx3090", 76.58, 71.0)])
+def test_a_geforce_part_takes_its_own_measured_matmul_ceiling(device, best, datasheet):
+    expected = DEFAULT_EFFICIENCY["gemm"] * (best / datasheet) / (271.2 / 312)
+    mach = machine_for(resolve_platform(device, 1), "bf16")
+    assert mach.efficiency["gemm"] == pytest.approx(expected, rel=2e-3)
+    assert mach.efficiency["gemm"] > efficiency_for("ampere")["gemm"]  # above the datasheet's boost clock

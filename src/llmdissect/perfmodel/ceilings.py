@@ -180,7 +180,7 @@ def machine_for(platform: Platform, dtype: str, profile: dict[str, Any] | None =
     profile = profile or {}
     section = _profile_section(hw, profile, explicit)
     applies = section is not None
-    eff = efficiency_for(hw.architecture) if hw.kind == "gpu" else dict(DEFAULT_EFFICIENCY)
+    eff = efficiency_for(hw.architecture, hw.gemm_mamf_fraction) if hw.kind == "gpu" else dict(DEFAULT_EFFICIENCY)
     sources = {"efficiency": "defaults"}
     if hw.efficiency:
         eff.update(hw.efficiency)

@@ -50,11 +50,13 @@ FLASH3_ATTENTION_EFFICIENCY = 0.75
 FLASH3_ARCHITECTURES = ("hopper",)
 
 
-def efficiency_for(architecture: str | None) -> dict[str, float]:
-    """DEFAULT_EFFICIENCY with what differs on a GPU of `architecture` (see above)."""
+def efficiency_for(architecture: str | None, mamf_fraction: float = 0.0) -> dict[str, float]:
+    """DEFAULT_EFFICIENCY with what differs on a GPU of `architecture` (see above); a part's own
+    measured MAMF fraction (`mamf_fraction`, the hardware TOML's gemm_mamf_fraction: GeForce parts
+    run above their datasheet's boost clock) wins over its architecture's."""
     arch = (architecture or "").lower()
     eff = dict(DEFAULT_EFFICIENCY)
-    fraction = GEMM_MAMF_FRACTION.get(arch)
+    fraction = mamf_fraction or GEMM_MAMF_FRACTION.get(arch)
     if fraction is not None:
         eff["gemm"] = DEFAULT_EFFICIENCY["gemm"] * fraction / GEMM_MAMF_FRACTION[GEMM_REFERENCE_ARCHITECTURE]
     eff["attention"] = ATTENTION_EFFICIENCY_BY_ARCHITECTURE.get(arch, eff["attention"])

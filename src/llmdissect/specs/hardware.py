@@ -63,6 +63,9 @@ class HardwareSpec:
     fp16_accumulate_flops_per_s: float = 0.0
     """Dense fp16 tensor-core peak when the products accumulate in fp16 (a GeForce part runs
     them at twice its fp32-accumulate rate); 0: no faster than `peak_flops_per_s["fp16"]`."""
+    gemm_mamf_fraction: float = 0.0
+    """The best bf16 matmul PyTorch reaches on this part over its datasheet's dense peak, where
+    a source measured it (perfmodel.defaults.efficiency_for); 0: its architecture's figure."""
 
     def peak(self, dtype: str) -> float | None:
         """Dense peak FLOP/s for a dtype, or None when unknown."""
@@ -132,6 +135,7 @@ def _hardware_from_toml(path: Path) -> HardwareSpec:
         source_url=require(data, "source_url", str, path),
         efficiency={k: float(v) for k, v in data.get("efficiency", {}).items()},
         fp16_accumulate_flops_per_s=_positive_or_zero(data, "fp16_accumulate_flops_per_s", path),
+        gemm_mamf_fraction=_positive_or_zero(data, "gemm_mamf_fraction", path),
         **_price(data, path),
     )
 

@@ -73,7 +73,9 @@ HELD = {"infer": {"median_abs_error": 0.0985, "within_1.25x": 0.913},
         "pretrain": {"median_abs_error": 0.048, "within_1.25x": 1.0},
         "finetune": {"median_abs_error": 0.135, "within_1.25x": 0.783}}
 OVERALL = {"median_abs_error": 0.090, "within_1.25x": 0.871}
-APPROXIMATE = {"median_abs_error": 0.155, "within_1.25x": 0.606}
+# NeMo AutoModel's pre-training table adds 11 points (6 approximate: DeepEP, FlexAttention, DeepSeek V3's uneven
+# virtual stages, ...; 5 models not presets): approximate 132 -> 138, 0.155/0.606 -> 0.156/0.594.
+APPROXIMATE = {"median_abs_error": 0.156, "within_1.25x": 0.594}
 
 
 def test_every_shipped_point_has_its_source_and_loads():

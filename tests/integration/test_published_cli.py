@@ -69,13 +69,16 @@ from llmdissect.results import open_store
 # rows read 0.90-0.96x (0.82-0.87x before), torchtune's 8B LoRA 4090 row 0.72 -> 0.81x; their memory rows (peak
 # *reserved*) 0.68-0.94x. finetune 10 -> 37 points, 0.061/0.80 -> 0.135/0.784; overall 51 -> 78, 0.066/0.922 ->
 # 0.089/0.872; approximate 114 -> 132, 0.154/0.606.
+# ZeRO-3 holds two units gathered beside its shard (trainmodel.zero3_gathered_bytes; the quick suite's FSDP x2
+# memory -33 % -> -26 %): the fsdp_qlora memory rows 0.68-0.94x -> 0.70-0.96x; finetune 0.135/0.784 ->
+# 0.127/0.838, overall 0.089/0.872 -> 0.089/0.897, approximate 0.155 -> 0.159 (torchtitan's FSDP memory rows).
 HELD = {"infer": {"median_abs_error": 0.0985, "within_1.25x": 0.913},
         "pretrain": {"median_abs_error": 0.048, "within_1.25x": 1.0},
-        "finetune": {"median_abs_error": 0.135, "within_1.25x": 0.783}}
-OVERALL = {"median_abs_error": 0.090, "within_1.25x": 0.871}
+        "finetune": {"median_abs_error": 0.127, "within_1.25x": 0.837}}
+OVERALL = {"median_abs_error": 0.090, "within_1.25x": 0.897}
 # NeMo AutoModel's pre-training table adds 11 points (6 approximate: DeepEP, FlexAttention, DeepSeek V3's uneven
 # virtual stages, ...; 5 models not presets): approximate 132 -> 138, 0.155/0.606 -> 0.156/0.594.
-APPROXIMATE = {"median_abs_error": 0.156, "within_1.25x": 0.594}
+APPROXIMATE = {"median_abs_error": 0.160, "within_1.25x": 0.594}
 
 
 def test_every_shipped_point_has_its_source_and_loads():

@@ -72,7 +72,7 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     # the other parameters under params offload (FSDP's CPUOffload(offload_params=True), ZeRO-Infinity)
     frozen_shard = lora * frozen_weight_bytes / shard / (1 + (zero >= 3) * (dp - 1))
     frozen = frozen_shard * (off < 2)
-    params = p + frozen
+    params = p + frozen + (zero >= 3) * (off < 2) * zero3_gathered_bytes(m, e, tp, pp, dp, lora, frozen_weight_bytes)
     activations = act.activation_bytes(m, b, s, e, eager, rc, tp, pp, pp_virtual, loss, sp)
     grad_fraction = (1 - lora) * (off < 1) / (1 + (zero >= 2) * (dp - 1)) / pp
     persistent = (ga > 1) * (zero < 2) * (off < 1) * (1 - lora)
@@ -89,6 +89,21 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     return {mn.PARAMS_BYTES: params, mn.GRADS_BYTES: g, mn.OPTIMIZER_BYTES: o, mn.ACTIVATIONS_BYTES: activations,
             "step_peak_bytes": step_peak, mn.OTHER_BYTES: other, mn.TOTAL_BYTES: tensors + other,
             "host_bytes": host}
+
+
+def zero3_gathered_bytes(m: ModelSpec, e, tp, pp, dp, lora=0, frozen_weight_bytes=0):
+    """What ZeRO-3 / FSDP holds gathered beside its shard: the unit in use and the one prefetched
+    (FSDP: "the peak memory includes the unsharded parameters of the current and the next
+    FSDP unit", Zhao et al., arXiv 2304.11277, section 3.3; FSDP1's limit_all_gathers keeps two
+    in flight), a decoder layer each, or the root's embedding and head with a layer, whichever
+    is more; less the 1/dp of them the shard already holds. A frozen LoRA base gathers as it is
+    stored (quantized under QLoRA; its embedding and head stay 16-bit)."""
+    root = (m.params_embedding + m.params_head) * e
+    layer = m.params_per_layer * e
+    frozen_layer = (frozen_weight_bytes - root) / m.num_layers
+    layer = layer + lora * (frozen_layer - layer)
+    pair = 2 * layer + (root - layer) * (root > layer)  # max(two layers, root + a layer)
+    return pair / (tp * pp) * (1 - 1 / dp)
 
 
 def data_parallel_exposed_s(dp_comm, backward_s, compute_s, first_gathers_s, overlap, prefetch=0):

@@ -92,12 +92,12 @@ def train_space(kind: str, m: ModelSpec, mach: Machine, seq: int, e: float, *, r
     kw = dict(b=g["b"], s=seq, ga=g["ga"], e=e, eager=(g["attn"] == 1) * 1, rc=g["rc"], zero=g["zero"],
               off=g["off"], tp=tp, pp=pp, dp=g["dp"], optimizer="adamw", lora=lora_on,
               lora_params=g["rank"] * per_rank, frozen_weight_bytes=frozen * lora_on, ep=g["ep"])
-    mem = train_memory(m, mach, **kw)
     # FSDP (ZeRO-2/3 without optimizer-only offload: config.TrainSetup.engine) splits its
     # collectives per layer, DeepSpeed (optimizer-only offload) per bucket, and steps one flat
-    # partition (TrainSetup.sharded_calls, flat_optimizer)
+    # partition (TrainSetup.sharded_calls, flat_optimizer), holding its own buffers too
     fsdp = ((g["zero"] >= 2) & (g["off"] != 1)) * 1
     deepspeed = (g["off"] == 1) * 1
+    mem = train_memory(m, mach, flat=deepspeed, **kw)
     calls = sharded_collective_calls(m, fsdp, deepspeed, tp, pp)
     t = train_time(m, mach, layer_weight_bytes=layer_bytes, sharded_calls=calls, flat=deepspeed, fsdp=fsdp,
                    lora_rank=g["rank"], lora_targets=wt.resolve_lora_targets(m, wt.LORA_TARGETS_DEFAULT), **kw)

@@ -82,7 +82,7 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
               tp=setup.tp, pp=setup.pp, dp=setup.dp * setup.cp, optimizer=setup.optimizer, lora=lora,
               lora_params=lora_params, frozen_weight_bytes=frozen, pure=int(setup.precision == "pure"),
               ep=setup.ep, pp_virtual=setup.pp_virtual, loss=LOSSES.index(setup.loss), sp=int(setup.sp))
-    memory = _plain(train_memory(m, mach, **kw))
+    memory = _plain(train_memory(m, mach, flat=int(setup.flat_optimizer), **kw))
     host_total = memory.pop("host_bytes") * setup.platform.num_devices
     memory["host_total_bytes"] = host_total
     metrics: dict[str, Any] = {mn.MEMORY: memory, "device_memory_bytes": setup.platform.device.memory_bytes,

@@ -50,11 +50,13 @@ def framework_bytes(mach: Machine, tensors_bytes):
 
 
 def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
-                 optimizer, lora, lora_params, frozen_weight_bytes, pure=0, ep=1, pp_virtual=1, loss=0, sp=0):
+                 optimizer, lora, lora_params, frozen_weight_bytes, pure=0, ep=1, pp_virtual=1, loss=0, sp=0,
+                 flat=0):
     """Per-device memory (bytes) of a training step; dict of scalars or arrays. `pure` 1:
     16-bit weights, gradients and optimizer states, no fp32 master (states.py). Expert
     parallelism `ep` keeps 1/ep of the routed experts on each device (moe.py); `loss` an index
-    into op_costs.LOSSES; `sp` 1 under sequence parallelism (activations.saved_layer_bytes)."""
+    into op_costs.LOSSES; `sp` 1 under sequence parallelism (activations.saved_layer_bytes);
+    `flat` 1 where DeepSpeed's ZeRO optimizer runs (deepspeed_zero12_extra_bytes)."""
     shard = tp * pp
     routed = moe.routed_expert_params(m)
     # trainable parameters on this model shard: the dense part, which ZeRO partitions over the
@@ -82,6 +84,9 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     opt_tmp = optimizer_step_transient_bytes(m, psi_opt, is_gpu, (off < 1) * 1, 4 + pure * (e - 4))
     step_peak = training_step_peak_bytes(m, b, s, e, eager, rc, e, tp, persistent, grad_fraction,
                                          optimizer_transient=opt_tmp, loss=loss, sp=sp) + lora * g
+    master_clone, bucket = deepspeed_zero12_extra_bytes(m, e, zero, off, psi_opt, flat)
+    o = o + master_clone
+    step_peak = step_peak + bucket
     tensors = params + o + step_peak
     other = framework_bytes(mach, tensors)
     host = states.host_bytes_per_device(psi_dense, e, zero, dp, off, optimizer, pure) \
@@ -89,6 +94,28 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     return {mn.PARAMS_BYTES: params, mn.GRADS_BYTES: g, mn.OPTIMIZER_BYTES: o, mn.ACTIVATIONS_BYTES: activations,
             "step_peak_bytes": step_peak, mn.OTHER_BYTES: other, mn.TOTAL_BYTES: tensors + other,
             "host_bytes": host}
+
+
+DEEPSPEED_REDUCE_BUCKET = 5e8
+"""DeepSpeed's default reduce_bucket_size, in elements (its zero config; `bench` caps it at the
+model's parameters, engines/deepspeed_config.py)."""
+
+
+def deepspeed_zero12_extra_bytes(m: ModelSpec, e, zero, off, psi_partition, flat=1):
+    """What DeepSpeed's ZeRO-1/2 optimizer holds beyond the ZeRO paper's model states
+    (deepspeed/runtime/zero/stage_1_and_2.py): (master, bucket).
+
+    master: its partition cloned into the master dtype (single_partition_of_fp32_groups, a
+    `.clone().to(fp32)` even where the model trains in fp32, whose states count no separate
+    master), 4 bytes a partitioned parameter in fp32 training, on the device unless offloaded.
+    bucket: setup_buckets' gradient staging buffer (contiguous_gradients, on by default) of
+    reduce_bucket_size elements, fp32 under ZeRO-1 ("stages the fp32 accumulator") and the
+    compute dtype under ZeRO-2; one buffer (overlap_comm is off by default below stage 3)."""
+    on = flat * (zero >= 1) * (zero <= 2)
+    master = on * (e >= 4) * (off < 1) * 4 * psi_partition
+    elements = m.params + (DEEPSPEED_REDUCE_BUCKET - m.params) * (m.params > DEEPSPEED_REDUCE_BUCKET)
+    bucket = on * elements * (4 + (zero == 2) * (e - 4))
+    return master, bucket
 
 
 def zero3_gathered_bytes(m: ModelSpec, e, tp, pp, dp, lora=0, frozen_weight_bytes=0):

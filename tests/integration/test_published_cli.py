@@ -72,13 +72,18 @@ from llmdissect.results import open_store
 # ZeRO-3 holds two units gathered beside its shard (trainmodel.zero3_gathered_bytes; the quick suite's FSDP x2
 # memory -33 % -> -26 %): the fsdp_qlora memory rows 0.68-0.94x -> 0.70-0.96x; finetune 0.135/0.784 ->
 # 0.127/0.838, overall 0.089/0.872 -> 0.089/0.897, approximate 0.155 -> 0.159 (torchtitan's FSDP memory rows).
+# torchtitan's async TP and Trainy write-ups, its 405B float8 rows, the rest of its 2024-12 benchmark, torchao's
+# float8 README and the PyTorch float8 + FSDP2 blog add 57 pre-training points, taken whole; one is exact (torchao's
+# bf16 Llama 3 8B row on 8 H100s, 1.30x, like torchtitan's own H100 rows on their 96GB / 500 W part): pretrain 18 ->
+# 19, 0.047/1.0 -> 0.055/0.947; overall 78 -> 79, 0.089/0.897 -> 0.089/0.886; approximate 138 -> 180, 0.159/0.594
+# -> 0.173/0.578.
 HELD = {"infer": {"median_abs_error": 0.0985, "within_1.25x": 0.913},
-        "pretrain": {"median_abs_error": 0.048, "within_1.25x": 1.0},
+        "pretrain": {"median_abs_error": 0.056, "within_1.25x": 0.947},
         "finetune": {"median_abs_error": 0.127, "within_1.25x": 0.837}}
-OVERALL = {"median_abs_error": 0.090, "within_1.25x": 0.897}
+OVERALL = {"median_abs_error": 0.090, "within_1.25x": 0.886}
 # NeMo AutoModel's pre-training table adds 11 points (6 approximate: DeepEP, FlexAttention, DeepSeek V3's uneven
 # virtual stages, ...; 5 models not presets): approximate 132 -> 138, 0.155/0.606 -> 0.156/0.594.
-APPROXIMATE = {"median_abs_error": 0.160, "within_1.25x": 0.594}
+APPROXIMATE = {"median_abs_error": 0.174, "within_1.25x": 0.577}
 
 
 def test_every_shipped_point_has_its_source_and_loads():

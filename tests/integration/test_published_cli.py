@@ -83,7 +83,11 @@ HELD = {"infer": {"median_abs_error": 0.0985, "within_1.25x": 0.913},
 OVERALL = {"median_abs_error": 0.090, "within_1.25x": 0.886}
 # NeMo AutoModel's pre-training table adds 11 points (6 approximate: DeepEP, FlexAttention, DeepSeek V3's uneven
 # virtual stages, ...; 5 models not presets): approximate 132 -> 138, 0.155/0.606 -> 0.156/0.594.
-APPROXIMATE = {"median_abs_error": 0.174, "within_1.25x": 0.577}
+# --head: under TP the loss's tensors follow the head (vocabulary-parallel by default, as the time already was;
+# NeMo AutoModel's TP rows gathered: 1.40 -> 1.40, 1.02 -> 1.02): torchtitan's 70B TP 8 memory rows 232 -> 60 GiB
+# (published 72 / 68), its 405B PP 8 TP 8 rows 82 -> 39 GiB (published 75-85: their match was the whole logits'):
+# approximate 0.173/0.578 -> 0.189/0.561.
+APPROXIMATE = {"median_abs_error": 0.190, "within_1.25x": 0.561}
 
 
 def test_every_shipped_point_has_its_source_and_loads():

@@ -57,6 +57,10 @@ def estimate(
     float8: Optional[str] = typer.Option(None, "--float8", help="none | tensorwise: the layers' linears in "
                                          "float8, as torchao's Float8Linear (training, GPUs with an FP8 peak) "
                                          "[none]."),
+    head: Optional[str] = typer.Option(None, "--head", help="parallel | gathered | replicated: under --tp the "
+                                       "head and loss sharded over the vocabulary (Megatron, torchtitan), its logits "
+                                       "gathered for a whole loss (NeMo AutoModel), or whole on every rank (bench) "
+                                       "(training) [parallel]."),
     sp: Optional[bool] = typer.Option(None, "--sp/--no-sp", help="Sequence parallelism with --tp: norms and "
                                       "residuals on 1/tp of the tokens (training) [off]."),
     async_tp: Optional[bool] = typer.Option(None, "--async-tp/--no-async-tp", help="With --sp: the TP collectives "

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from llmdissect.perfmodel import moe
 from llmdissect.perfmodel.layertime import op_policy_gemms
-from llmdissect.perfmodel.op_costs import LOSS_CHUNKS
+from llmdissect.perfmodel.op_costs import LOSS_CHUNKS, head_shards
 from llmdissect.specs.families import QK_NORM
 from llmdissect.specs.models import ModelSpec
 
@@ -186,16 +186,18 @@ def eager_mask_bytes(m: ModelSpec, b, s, e, eager, recompute_level):
     return eager * (recompute_level >= 2) * b * s * s * e
 
 
-def activation_bytes(m: ModelSpec, b, s, e, eager, recompute_level, tp=1, pp=1, pp_virtual=1, loss=0, sp=0):
+def activation_bytes(m: ModelSpec, b, s, e, eager, recompute_level, tp=1, pp=1, pp_virtual=1, loss=0, sp=0,
+                     head=0):
     """What the forward leaves alive for backward on one device: saved tensors of its layers,
     embedding output, final norm and the loss's log-softmax. Under 1F1B pipeline parallelism
     the first stage holds `pp` micro-batches of L / pp layers (arXiv 2205.05198, sec. 4.2.3),
     i.e. L layers' worth, so `pp` does not divide the layer term; interleaved over `pp_virtual`
     chunks a device it holds v p + p - 1 chunks of L / (p v) layers in its warm-up (Megatron's
     schedule: 2 (p - 1) + (v - 1) p warm-up chunks, then one), L (1 + (p - 1) / (p v)) layers'
-    worth (the same section's factor)."""
+    worth (the same section's factor). The loss's tensors are split over the TP ranks where
+    the head is vocabulary-parallel (`head` an index into op_costs.HEADS)."""
     interleaved = (pp_virtual > 1) * (pp - 1) / (pp * pp_virtual)
     layers = m.num_layers * (1 + interleaved) * saved_layer_bytes(m, b, s, e, eager, recompute_level, tp, sp)
     edges = (embedding_output_bytes(m, b, s, e) + rmsnorm_bytes(m, b, s, e) + rope_table_bytes(m, s, e)
              + eager_mask_bytes(m, b, s, e, eager, recompute_level))
-    return layers + edges + logits_bytes(m, b, s, e, loss) / pp
+    return layers + edges + logits_bytes(m, b, s, e, loss) / pp / head_shards(head, tp)[1]

@@ -11,7 +11,7 @@ from llmdissect.perfmodel.activations import ATTNS, RECOMPUTES
 from llmdissect.perfmodel.defaults import FLASH3_ARCHITECTURES, OPTIMIZERS
 from llmdissect.perfmodel.kvcache import CACHES
 from llmdissect.perfmodel.moe import check_expert_parallel
-from llmdissect.perfmodel.op_costs import FLOAT8_RECIPES, KERNELS, LORA_DROPOUTS, LOSSES
+from llmdissect.perfmodel.op_costs import FLOAT8_RECIPES, HEADS, KERNELS, LORA_DROPOUTS, LOSSES
 from llmdissect.perfmodel.states import OFFLOADS, PRECISIONS
 from llmdissect.perfmodel.weights import LORA_TARGETS_DEFAULT, check_group_size, check_quant, group_size_key
 from llmdissect.specs.hardware import Platform
@@ -215,6 +215,8 @@ class TrainSetup:
     """With --sp: the TP collectives overlapped with the products they feed and follow."""
     prefetch: bool = False
     """With ZeRO-3 / FSDP: each unit's all-gather issued while the unit before computes."""
+    head: str = "parallel"
+    """parallel | gathered | replicated: the output head and loss under TP (op_costs.HEADS)."""
     dp: int = field(init=False, default=1)
 
     def __post_init__(self) -> None:
@@ -231,6 +233,7 @@ class TrainSetup:
         _choice("loss", self.loss, LOSSES)
         _choice("float8", self.float8, FLOAT8_RECIPES)
         _choice("kernels", self.kernels, KERNELS)
+        _choice("head", self.head, HEADS)
         check_accumulate(self.accumulate, self.dtype, self.platform)
         if self.float8 != "none" and self.lora_rank:
             raise UserError("--float8 with LoRA is not modelled (float8 linears train every weight)")
@@ -329,6 +332,8 @@ class TrainSetup:
         for key in ("sp", "async_tp", "prefetch"):  # measured runs have none: only a departure is a key
             if getattr(self, key):
                 c[key] = True
+        if self.head != "parallel" and self.tp > 1:
+            c["head"] = self.head
         return c
 
 

@@ -16,7 +16,7 @@ from llmdissect.perfmodel.activations import RECOMPUTE_LEVEL
 from llmdissect.perfmodel.ceilings import Machine, with_accumulate, with_attention_kernel, with_weight_stream_scale
 from llmdissect.perfmodel.config import InferSetup, TrainSetup
 from llmdissect.perfmodel.infermodel import infer_memory, infer_time
-from llmdissect.perfmodel.op_costs import KERNELS, LORA_DROPOUTS, LOSSES
+from llmdissect.perfmodel.op_costs import HEADS, KERNELS, LORA_DROPOUTS, LOSSES
 from llmdissect.perfmodel.trainmodel import train_memory, train_time
 
 OFFLOAD_LEVEL = {"none": 0, "optimizer": 1, "params": 2}
@@ -81,7 +81,8 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
               rc=RECOMPUTE_LEVEL[setup.recompute], zero=setup.zero, off=OFFLOAD_LEVEL[setup.offload],
               tp=setup.tp, pp=setup.pp, dp=setup.dp * setup.cp, optimizer=setup.optimizer, lora=lora,
               lora_params=lora_params, frozen_weight_bytes=frozen, pure=int(setup.precision == "pure"),
-              ep=setup.ep, pp_virtual=setup.pp_virtual, loss=LOSSES.index(setup.loss), sp=int(setup.sp))
+              ep=setup.ep, pp_virtual=setup.pp_virtual, loss=LOSSES.index(setup.loss), sp=int(setup.sp),
+              head=HEADS.index(setup.head))
     memory = _plain(train_memory(m, mach, flat=int(setup.flat_optimizer), **kw))
     host_total = memory.pop("host_bytes") * setup.platform.num_devices
     memory["host_total_bytes"] = host_total

@@ -314,7 +314,7 @@ def layer_forward_time_s(c: Ceilings, m: ModelSpec, b, s, e, eager, weight_bytes
                         opc.layer_forward_ops(m), c.cache_update_s * with_cache)
 
 
-def head_forward_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1, with_loss=1, loss=0, bwd_gemms=0):
+def head_forward_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1, with_loss=1, loss=0, bwd_gemms=0, head=0):
     """Output head (vocabulary-parallel under TP) and, in training, the loss's forward pass
     over the fp32 logits; plus what a forward pays outside its layers (`forward_fixed_s`) and
     the loss's fixed costs. `loss` an index into op_costs.LOSSES: chunked runs the head and
@@ -322,26 +322,30 @@ def head_forward_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1, with_loss=1,
     each chunk's loss pays its own fixed costs); fused runs, chunk by chunk, the head, one
     pass that reads the 16-bit logits and writes their gradient in place, and the backward's
     `bwd_gemms` products (dX, and dW where the head trains), all in the forward (Liger's
-    FusedLinearCrossEntropy, arXiv 2410.10989 sec. 3.2)."""
+    FusedLinearCrossEntropy, arXiv 2410.10989 sec. 3.2). `head` an index into op_costs.HEADS:
+    under TP the products and the loss are sharded or whole as it says."""
     chunks = 1 + (loss == 1) * (opc.LOSS_CHUNKS - 1)
+    tp_products, tp_loss = opc.head_shards(head, tp)
     ce = opc.cross_entropy(tokens, m.vocab_size, "fwd").bytes
-    loss_bytes = with_loss * (ce + (loss == 2) * (2 * e * tokens * m.vocab_size - ce)) / tp
+    loss_bytes = with_loss * (ce + (loss == 2) * (2 * e * tokens * m.vocab_size - ce)) / tp_loss
     fixed = c.forward_fixed_s + with_loss * chunks * 2 * len(opc.LOSS_OPS) * c.op_fixed_s
-    products = chunks * _head_gemm_time_s(c, m, tokens / chunks, e, tp) \
-        + (loss == 2) * bwd_gemms * _head_gemm_time_s(c, m, tokens, e, tp)
+    products = chunks * _head_gemm_time_s(c, m, tokens / chunks, e, tp_products) \
+        + (loss == 2) * bwd_gemms * _head_gemm_time_s(c, m, tokens, e, tp_products)
     return products + memory_time_s(c, loss_bytes) + fixed
 
 
-def head_backward_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1, gemms=2, loss=0):
+def head_backward_time_s(c: Ceilings, m: ModelSpec, tokens, e, tp=1, gemms=2, loss=0, head=0):
     """The backward of the head and loss: the loss's backward pass (dlogits), then `gemms`
     products of the head's size (dX, and dW where the head trains: 1 under LoRA), each
     paying the forward's fixed costs again (backward_time's convention for the layers);
     chunked as head_forward_time_s, chunk by chunk. fused: its products ran in the forward;
     what is left scales the saved input gradient (a read and a write of b s h)."""
     chunks = 1 + (loss == 1) * (opc.LOSS_CHUNKS - 1)
-    ce = opc.cross_entropy(tokens, m.vocab_size, "bwd").bytes / tp
+    tp_products, tp_loss = opc.head_shards(head, tp)
+    ce = opc.cross_entropy(tokens, m.vocab_size, "bwd").bytes / tp_loss
     fixed = c.forward_fixed_s + chunks * 2 * len(opc.LOSS_OPS) * c.op_fixed_s
-    unfused = gemms * (chunks * _head_gemm_time_s(c, m, tokens / chunks, e, tp) + fixed) + memory_time_s(c, ce)
+    unfused = gemms * (chunks * _head_gemm_time_s(c, m, tokens / chunks, e, tp_products) + fixed) \
+        + memory_time_s(c, ce)
     fused = memory_time_s(c, 2 * tokens * m.hidden_size * e) + c.op_fixed_s
     return unfused + (loss == 2) * (fused - unfused)
 

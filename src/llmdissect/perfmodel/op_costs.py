@@ -108,6 +108,20 @@ Cross-Entropy, arXiv 2411.09009), which never keeps the logits."""
 LOSS_CHUNKS = 8
 """torchtune's CEWithChunkedOutputLoss(num_output_chunks=8), the default of its recipes."""
 
+HEADS = ("parallel", "gathered", "replicated")
+"""How the output head and loss run under tensor parallelism (`--head`): parallel, the logits
+and the cross-entropy sharded over the vocabulary (Megatron-LM's vocab-parallel
+cross-entropy, arXiv 1909.08053 section 3; torchtitan's loss_parallel); gathered, the head's
+product column-parallel and its logits all-gathered, the loss run whole on every rank (NeMo
+AutoModel's MaskedCrossEntropy: `logits.float()`, then `full_tensor()`); replicated, every rank
+runs the whole head and loss (bench's tensor-parallel plan, engines/tensor_parallel.py)."""
+
+
+def head_shards(head, tp):
+    """(the head's product's divisor, the loss's and the logits' divisor) under `tp` ranks."""
+    products = tp + (head == 2) * (1 - tp)
+    return products, tp + (head >= 1) * (1 - tp)
+
 
 FLOAT8_RECIPES = ("none", "tensorwise")
 """Float8 training of the linear layers (`--float8`): torchao's Float8Linear with dynamic

@@ -20,6 +20,7 @@ scalars or numpy arrays.
 from __future__ import annotations
 
 from llmdissect.perfmodel import activations as act
+from llmdissect.perfmodel.op_costs import head_shards
 from llmdissect.specs.models import ModelSpec
 
 
@@ -32,14 +33,15 @@ def _max(*xs):
 
 def training_step_peak_bytes(m: ModelSpec, b, s, e, eager, recompute_level, grad_bytes_per_param,
                              tp=1, persistent_grads=0, grad_fraction=1.0, hold_logits=0, optimizer_transient=0,
-                             loss=0, sp=0):
+                             loss=0, sp=0, head=0):
     """Peak bytes of activations plus gradients over one forward and backward.
 
     `grad_bytes_per_param` is the gradient dtype size; `grad_fraction` the share of each
     gradient this device keeps (1 / dp under ZeRO-2/3, 0 when offloaded); `persistent_grads`
     1 when gradients live through the forward (accumulation over micro-batches); `loss` an
     index into op_costs.LOSSES (what the loss keeps and its backward's transients); `sp` 1
-    under sequence parallelism (activations.saved_layer_bytes).
+    under sequence parallelism (activations.saved_layer_bytes); `head` an index into
+    op_costs.HEADS (a vocabulary-parallel loss splits the logits' tensors over tp).
     """
     g = grad_bytes_per_param * grad_fraction / tp
     g_layer = m.params_per_layer * g
@@ -50,12 +52,13 @@ def training_step_peak_bytes(m: ModelSpec, b, s, e, eager, recompute_level, grad
     edges = (act.embedding_output_bytes(m, b, s, e) + act.rope_table_bytes(m, s, e)
              + act.eager_mask_bytes(m, b, s, e, eager, recompute_level))
     final_norm = act.rmsnorm_bytes(m, b, s, e)
-    logits = act.logits_bytes(m, b, s, e, loss)
-    held = hold_logits * b * s * m.vocab_size * e  # the logits, while the caller keeps the output
+    split = head_shards(head, tp)[1]  # a vocabulary-parallel loss holds 1/tp of the logits' tensors
+    logits = act.logits_bytes(m, b, s, e, loss) / split
+    held = hold_logits * b * s * m.vocab_size * e / split  # the logits, while the caller keeps the output
     transient = act.layer_backward_extra_bytes(m, b, s, e, eager, tp)
     # a fused loss makes the head's gradients in the forward (its weight's, where it trains)
-    loss = m.num_layers * saved + edges + final_norm + logits + held + act.loss_transient_bytes(m, b, s, e, loss) \
-        + (loss == 2) * g_head
+    loss = m.num_layers * saved + edges + final_norm + logits + held \
+        + act.loss_transient_bytes(m, b, s, e, loss) / split + (loss == 2) * g_head
     top = (m.num_layers - 1) * saved + full_layer + edges + held + g_head + g_layer + transient
     bottom = full_layer + edges + held + g_head + m.num_layers * g_layer + transient
     end = g_all + held + optimizer_transient

@@ -51,12 +51,13 @@ def framework_bytes(mach: Machine, tensors_bytes):
 
 def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
                  optimizer, lora, lora_params, frozen_weight_bytes, pure=0, ep=1, pp_virtual=1, loss=0, sp=0,
-                 flat=0):
+                 flat=0, head=0):
     """Per-device memory (bytes) of a training step; dict of scalars or arrays. `pure` 1:
     16-bit weights, gradients and optimizer states, no fp32 master (states.py). Expert
     parallelism `ep` keeps 1/ep of the routed experts on each device (moe.py); `loss` an index
     into op_costs.LOSSES; `sp` 1 under sequence parallelism (activations.saved_layer_bytes);
-    `flat` 1 where DeepSpeed's ZeRO optimizer runs (deepspeed_zero12_extra_bytes)."""
+    `flat` 1 where DeepSpeed's ZeRO optimizer runs (deepspeed_zero12_extra_bytes); `head` an
+    index into op_costs.HEADS."""
     shard = tp * pp
     routed = moe.routed_expert_params(m)
     # trainable parameters on this model shard: the dense part, which ZeRO partitions over the
@@ -75,7 +76,7 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     frozen_shard = lora * frozen_weight_bytes / shard / (1 + (zero >= 3) * (dp - 1))
     frozen = frozen_shard * (off < 2)
     params = p + frozen + (zero >= 3) * (off < 2) * zero3_gathered_bytes(m, e, tp, pp, dp, lora, frozen_weight_bytes)
-    activations = act.activation_bytes(m, b, s, e, eager, rc, tp, pp, pp_virtual, loss, sp)
+    activations = act.activation_bytes(m, b, s, e, eager, rc, tp, pp, pp_virtual, loss, sp, head)
     grad_fraction = (1 - lora) * (off < 1) / (1 + (zero >= 2) * (dp - 1)) / pp
     persistent = (ga > 1) * (zero < 2) * (off < 1) * (1 - lora)
     is_gpu = mach.platform.device.kind == "gpu"
@@ -83,7 +84,7 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     psi_opt = psi_dense / (1 + (zero >= 1) * (dp - 1)) + psi_experts / (1 + (zero >= 1) * (edp - 1))
     opt_tmp = optimizer_step_transient_bytes(m, psi_opt, is_gpu, (off < 1) * 1, 4 + pure * (e - 4))
     step_peak = training_step_peak_bytes(m, b, s, e, eager, rc, e, tp, persistent, grad_fraction,
-                                         optimizer_transient=opt_tmp, loss=loss, sp=sp) + lora * g
+                                         optimizer_transient=opt_tmp, loss=loss, sp=sp, head=head) + lora * g
     master_clone, bucket = deepspeed_zero12_extra_bytes(m, e, zero, off, psi_opt, flat)
     o = o + master_clone
     step_peak = step_peak + bucket
@@ -153,7 +154,7 @@ def data_parallel_exposed_s(dp_comm, backward_s, compute_s, first_gathers_s, ove
 def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
                optimizer, lora, lora_params, frozen_weight_bytes, layer_weight_bytes, sharded_calls=1, flat=0,
                pure=0, ep=1, lora_rank=0, lora_targets=(), lora_dropout=0, fsdp=0, pp_virtual=1, cp=1,
-               pp_flushes=1, loss=0, float8_scale=1.0, kernels=0, sp=0, async_tp=0, prefetch=0):
+               pp_flushes=1, loss=0, float8_scale=1.0, kernels=0, sp=0, async_tp=0, prefetch=0, head=0):
     """Per-step times (s), throughput and MFU; needs `mach.ceilings`. `layer_weight_bytes`
     is one decoder layer's weights as stored (quantized under QLoRA); `sharded_calls` how many
     collectives a sharded (ZeRO-2/3) pass splits its traffic into (one per wrapped layer
@@ -186,7 +187,9 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     outlasts the layers' GEMMs shows. `prefetch` 1 (ZeRO-3 / FSDP): each unit's all-gather
     issued while the unit before computes (explicit prefetching; Zhao et al., arXiv 2304.11277,
     section 3.3), so the sharded collectives hide behind the whole step's compute but for the
-    first unit's gather of each pass (data_parallel_exposed_s)."""
+    first unit's gather of each pass (data_parallel_exposed_s). `head` an index into
+    op_costs.HEADS: the head's products and loss sharded or whole under TP, and a gathered
+    head's fp32 logits all-gathered each micro-batch."""
     c, net = mach.ceilings, mach.network
     layers = m.num_layers / pp
     tokens = b * s
@@ -204,7 +207,7 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
         t_attn_bwd = layer_attention_backward_time_s(c, m, b, s * cp, e, eager, t_whole, tp, lora) / cp
         t_kernels, t_attn = t_kernels - t_attn + t_whole / cp, t_whole / cp
     t_layer = launch_bound(c, t_kernels, opc.layer_forward_ops(m))
-    t_head = head_forward_time_s(c, m, tokens, e, tp, loss=loss, bwd_gemms=2 - lora)
+    t_head = head_forward_time_s(c, m, tokens, e, tp, loss=loss, bwd_gemms=2 - lora, head=head)
     if len(lora_targets):
         adapter_fwd = lora * layers * layer_adapter_time_s(c, m, tokens, e, lora_rank, lora_targets, lora_dropout, tp)
         adapter_bwd = lora * layers * layer_adapter_time_s(c, m, tokens, e, lora_rank, lora_targets, lora_dropout, tp,
@@ -218,7 +221,7 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     # each operator's backward is one autograd node: it pays the fixed cost once, not twice
     t_bwd = (2 - lora) * (t_kernels - cast_fwd - t_attn) + t_attn_bwd + cast_bwd
     bwd = layers * launch_bound(c, t_bwd, opc.layer_forward_ops(m)) \
-        + head_backward_time_s(c, m, tokens, e, tp, 2 - lora, loss) + adapter_bwd
+        + head_backward_time_s(c, m, tokens, e, tp, 2 - lora, loss, head) + adapter_bwd
     # selective recomputation redoes only the attention core; "op" the GEMMs it did not save
     recompute = (rc == 2) * (layers * t_layer + adapter_fwd) \
         + (rc == 1) * layers * t_attn \
@@ -232,6 +235,8 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
     gemm_passes = 1 + (rc == 2) + (2 - lora)
     gemm_window = gemm_passes * layers * layer_gemm_time_s(c_lin, m, tokens, e, layer_weight_bytes, tp)
     tp_comm = tp_comm - async_tp * (tp_comm - comm.exposed_s(tp_comm, gemm_window, 1.0))
+    # a gathered head's fp32 logits, all-gathered once a micro-batch (on the last stage)
+    tp_comm = tp_comm + (head == 1) * comm.collective_time_s(net, "all_gather", tokens * m.vocab_size * 4, tp) / pp
     pp_net = comm.pipeline_network(net, mach.scale_out, mach.node_devices, tp, pp)
     # a micro-batch crosses v x p - 1 stage boundaries instead of p - 1: v sends each way a device
     pp_comm = (pp > 1) * 2 * pp_virtual * comm.p2p_time_s(pp_net, act_bytes)

@@ -77,17 +77,22 @@ from llmdissect.results import open_store
 # bf16 Llama 3 8B row on 8 H100s, 1.30x, like torchtitan's own H100 rows on their 96GB / 500 W part): pretrain 18 ->
 # 19, 0.047/1.0 -> 0.055/0.947; overall 78 -> 79, 0.089/0.897 -> 0.089/0.886; approximate 138 -> 180, 0.159/0.594
 # -> 0.173/0.578.
+# TensorRT-LLM v0.10.0's throughput table, its rows of 128 output tokens (72; the 2048-token rows wait for a faster
+# serving simulation): the first exact serving points, the FP16 columns (30; FP8 ones carry "TensorRT-LLM fused
+# kernels"): serve 0 -> 30 points, 0.090/0.933; overall 79 -> 109, 0.089/0.886 -> 0.090/0.899; approximate 180 ->
+# 222, 0.189/0.561 -> 0.194/0.541.
 HELD = {"infer": {"median_abs_error": 0.0985, "within_1.25x": 0.913},
         "pretrain": {"median_abs_error": 0.056, "within_1.25x": 0.947},
-        "finetune": {"median_abs_error": 0.127, "within_1.25x": 0.837}}
-OVERALL = {"median_abs_error": 0.090, "within_1.25x": 0.886}
+        "finetune": {"median_abs_error": 0.127, "within_1.25x": 0.837},
+        "serve": {"median_abs_error": 0.090, "within_1.25x": 0.933}}
+OVERALL = {"median_abs_error": 0.090, "within_1.25x": 0.899}
 # NeMo AutoModel's pre-training table adds 11 points (6 approximate: DeepEP, FlexAttention, DeepSeek V3's uneven
 # virtual stages, ...; 5 models not presets): approximate 132 -> 138, 0.155/0.606 -> 0.156/0.594.
 # --head: under TP the loss's tensors follow the head (vocabulary-parallel by default, as the time already was;
 # NeMo AutoModel's TP rows gathered: 1.40 -> 1.40, 1.02 -> 1.02): torchtitan's 70B TP 8 memory rows 232 -> 60 GiB
 # (published 72 / 68), its 405B PP 8 TP 8 rows 82 -> 39 GiB (published 75-85: their match was the whole logits'):
 # approximate 0.173/0.578 -> 0.189/0.561.
-APPROXIMATE = {"median_abs_error": 0.190, "within_1.25x": 0.561}
+APPROXIMATE = {"median_abs_error": 0.195, "within_1.25x": 0.540}
 
 
 def test_every_shipped_point_has_its_source_and_loads():

@@ -81,18 +81,23 @@ from llmdissect.results import open_store
 # serving simulation): the first exact serving points, the FP16 columns (30; FP8 ones carry "TensorRT-LLM fused
 # kernels"): serve 0 -> 30 points, 0.090/0.933; overall 79 -> 109, 0.089/0.886 -> 0.090/0.899; approximate 180 ->
 # 222, 0.189/0.561 -> 0.194/0.541.
-HELD = {"infer": {"median_abs_error": 0.0985, "within_1.25x": 0.913},
+# Completing the tables the set took rows from (TensorRT-LLM's performance.md, H200launch.md, Falcon180B-H200.md and
+# v0.9.0 perf overview; LMDeploy's a100_fp16.md; gpt-fast's README; DGX Cloud's fine-tuning tables): 175 points,
+# every remaining row; LMDeploy rows whose batch's KV cache and weights exceed 80 GB (TurboMind queues part of the
+# batch) are approximate, two shipped ones too: infer 23 -> 90 points, 0.098/0.913 -> 0.102/0.922; overall 109 ->
+# 176, 0.090/0.899 -> 0.092/0.909; approximate 222 -> 320, 0.194/0.541 -> 0.183/0.569.
+HELD = {"infer": {"median_abs_error": 0.103, "within_1.25x": 0.922},
         "pretrain": {"median_abs_error": 0.056, "within_1.25x": 0.947},
         "finetune": {"median_abs_error": 0.127, "within_1.25x": 0.837},
         "serve": {"median_abs_error": 0.090, "within_1.25x": 0.933}}
-OVERALL = {"median_abs_error": 0.090, "within_1.25x": 0.899}
+OVERALL = {"median_abs_error": 0.093, "within_1.25x": 0.909}
 # NeMo AutoModel's pre-training table adds 11 points (6 approximate: DeepEP, FlexAttention, DeepSeek V3's uneven
 # virtual stages, ...; 5 models not presets): approximate 132 -> 138, 0.155/0.606 -> 0.156/0.594.
 # --head: under TP the loss's tensors follow the head (vocabulary-parallel by default, as the time already was;
 # NeMo AutoModel's TP rows gathered: 1.40 -> 1.40, 1.02 -> 1.02): torchtitan's 70B TP 8 memory rows 232 -> 60 GiB
 # (published 72 / 68), its 405B PP 8 TP 8 rows 82 -> 39 GiB (published 75-85: their match was the whole logits'):
 # approximate 0.173/0.578 -> 0.189/0.561.
-APPROXIMATE = {"median_abs_error": 0.195, "within_1.25x": 0.540}
+APPROXIMATE = {"median_abs_error": 0.184, "within_1.25x": 0.568}
 
 
 def test_every_shipped_point_has_its_source_and_loads():

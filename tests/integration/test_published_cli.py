@@ -86,18 +86,22 @@ from llmdissect.results import open_store
 # every remaining row; LMDeploy rows whose batch's KV cache and weights exceed 80 GB (TurboMind queues part of the
 # batch) are approximate, two shipped ones too: infer 23 -> 90 points, 0.098/0.913 -> 0.102/0.922; overall 109 ->
 # 176, 0.090/0.899 -> 0.092/0.909; approximate 222 -> 320, 0.194/0.541 -> 0.183/0.569.
+# Completing Megatron-Core's model table (5 pipeline rows) and llm-foundry's four tables (187 rows), approximate, and
+# NeMo AutoModel's LoRA table (its 70B 2-node row as first printed, exact, 1.375x like its 8-GPU sibling): finetune
+# 37 -> 38, 0.127/0.838 -> 0.128/0.816; overall 176 -> 177, 0.092/0.909 -> 0.093/0.904; approximate 320 -> 512,
+# 0.183/0.569 -> 0.199/0.553.
 HELD = {"infer": {"median_abs_error": 0.103, "within_1.25x": 0.922},
         "pretrain": {"median_abs_error": 0.056, "within_1.25x": 0.947},
-        "finetune": {"median_abs_error": 0.127, "within_1.25x": 0.837},
+        "finetune": {"median_abs_error": 0.129, "within_1.25x": 0.815},
         "serve": {"median_abs_error": 0.090, "within_1.25x": 0.933}}
-OVERALL = {"median_abs_error": 0.093, "within_1.25x": 0.909}
+OVERALL = {"median_abs_error": 0.093, "within_1.25x": 0.903}
 # NeMo AutoModel's pre-training table adds 11 points (6 approximate: DeepEP, FlexAttention, DeepSeek V3's uneven
 # virtual stages, ...; 5 models not presets): approximate 132 -> 138, 0.155/0.606 -> 0.156/0.594.
 # --head: under TP the loss's tensors follow the head (vocabulary-parallel by default, as the time already was;
 # NeMo AutoModel's TP rows gathered: 1.40 -> 1.40, 1.02 -> 1.02): torchtitan's 70B TP 8 memory rows 232 -> 60 GiB
 # (published 72 / 68), its 405B PP 8 TP 8 rows 82 -> 39 GiB (published 75-85: their match was the whole logits'):
 # approximate 0.173/0.578 -> 0.189/0.561.
-APPROXIMATE = {"median_abs_error": 0.184, "within_1.25x": 0.568}
+APPROXIMATE = {"median_abs_error": 0.200, "within_1.25x": 0.552}
 
 
 def test_every_shipped_point_has_its_source_and_loads():

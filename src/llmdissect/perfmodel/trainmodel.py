@@ -75,7 +75,7 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     # the other parameters under params offload (FSDP's CPUOffload(offload_params=True), ZeRO-Infinity)
     frozen_shard = lora * frozen_weight_bytes / shard / (1 + (zero >= 3) * (dp - 1))
     frozen = frozen_shard * (off < 2)
-    params = p + frozen + (zero >= 3) * (off < 2) * zero3_gathered_bytes(m, e, tp, pp, dp, lora, frozen_weight_bytes)
+    params = p + frozen
     activations = act.activation_bytes(m, b, s, e, eager, rc, tp, pp, pp_virtual, loss, sp, head)
     grad_fraction = (1 - lora) * (off < 1) / (1 + (zero >= 2) * (dp - 1)) / pp
     persistent = (ga > 1) * (zero < 2) * (off < 1) * (1 - lora)
@@ -87,7 +87,9 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
                                          optimizer_transient=opt_tmp, loss=loss, sp=sp, head=head) + lora * g
     master_clone, bucket = deepspeed_zero12_extra_bytes(m, e, zero, off, psi_opt, flat)
     o = o + master_clone
-    step_peak = step_peak + bucket
+    # the engines' transients beside the step's tensors: DeepSpeed's gradient bucket, ZeRO-3's gathered units
+    step_peak = step_peak + bucket \
+        + (zero >= 3) * (off < 2) * zero3_gathered_bytes(m, e, tp, pp, dp, lora, frozen_weight_bytes)
     tensors = params + o + step_peak
     other = framework_bytes(mach, tensors)
     host = states.host_bytes_per_device(psi_dense, e, zero, dp, off, optimizer, pure) \

@@ -73,8 +73,8 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     p, g, o = p + px, g + gx, o + ox
     # a frozen base (LoRA) is partitioned like the rest under ZeRO-3, and goes to the host with
     # the other parameters under params offload (FSDP's CPUOffload(offload_params=True), ZeRO-Infinity)
-    frozen_shard = lora * frozen_weight_bytes / shard / (1 + (zero >= 3) * (dp - 1))
-    frozen = frozen_shard * (off < 2)
+    frozen_local = lora * frozen_weight_bytes / shard / (1 + (zero >= 3) * (dp - 1))
+    frozen = frozen_local * (off < 2)
     params = p + frozen
     activations = act.activation_bytes(m, b, s, e, eager, rc, tp, pp, pp_virtual, loss, sp, head)
     grad_fraction = (1 - lora) * (off < 1) / (1 + (zero >= 2) * (dp - 1)) / pp
@@ -93,7 +93,7 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     tensors = params + o + step_peak
     other = framework_bytes(mach, tensors)
     host = states.host_bytes_per_device(psi_dense, e, zero, dp, off, optimizer, pure) \
-        + states.host_bytes_per_device(psi_experts, e, zero, edp, off, optimizer, pure) + frozen_shard * (off >= 2)
+        + states.host_bytes_per_device(psi_experts, e, zero, edp, off, optimizer, pure) + frozen_local * (off >= 2)
     return {mn.PARAMS_BYTES: params, mn.GRADS_BYTES: g, mn.OPTIMIZER_BYTES: o, mn.ACTIVATIONS_BYTES: activations,
             "step_peak_bytes": step_peak, mn.OTHER_BYTES: other, mn.TOTAL_BYTES: tensors + other,
             "host_bytes": host}

@@ -239,6 +239,11 @@ DEQUANTIZED_COPY = ("nf4", "int8-bnb")
 int8/int4 kernels read the quantized weight directly."""
 
 
+def _layer_elements(m: ModelSpec) -> float:
+    """One decoder layer's linear weight elements (the mean over a MoE model's dense and MoE layers)."""
+    return sum(n * sum(o * i for o, i in shapes.values()) for n, shapes in _layer_groups(m)) / m.num_layers
+
+
 # bitsandbytes' batch-1 4-bit inference kernels (gemv_4bit; bitsandbytes 0.40.0 release notes,
 # 2023-07-12: "Expected speedups vs 16-bit precision (fp16/bf16) for matrix multiplications with
 # inner product dimension of at least 4096 (LLaMA 7B) is: 2.2x for Turing ..., 3.4x for Ampere ...,
@@ -255,8 +260,7 @@ def decode_layer_read_bytes(m: ModelSpec, quant: str, dtype_bytes: float, group:
     Otherwise layer_read_bytes."""
     speedup = NF4_GEMV_SPEEDUP.get((architecture or "").lower())
     if check_quant(quant) == "nf4" and device_kind == "gpu" and batch == 1 and speedup:
-        elements = sum(n * sum(o * i for o, i in shapes.values()) for n, shapes in _layer_groups(m)) / m.num_layers
-        return elements * dtype_bytes / speedup
+        return _layer_elements(m) * dtype_bytes / speedup
     return layer_read_bytes(m, quant, dtype_bytes, group)
 
 
@@ -264,6 +268,5 @@ def layer_read_bytes(m: ModelSpec, quant: str, dtype_bytes: float, group: int = 
     """Bytes one forward of a layer moves for its weights: the stored weights, plus writing
     and reading a dequantized copy where the library makes one."""
     quant = check_quant(quant)
-    elements = sum(n * sum(o * i for o, i in shapes.values()) for n, shapes in _layer_groups(m)) / m.num_layers
-    copy = 2 * elements * dtype_bytes if quant in DEQUANTIZED_COPY else 0
+    copy = 2 * _layer_elements(m) * dtype_bytes if quant in DEQUANTIZED_COPY else 0
     return int(layer_weight_bytes(m, quant, dtype_bytes, group) + copy)

@@ -19,7 +19,7 @@ def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, d
              optimizer: str | None = None, precision: str | None = None, engine: str | None = None,
              loss: str | None = None, float8: str | None = None, kernels: str | None = None,
              sp: bool | None = None, async_tp: bool | None = None, prefetch: bool | None = None,
-             head: str | None = None,
+             head: str | None = None, held_logits: str | None = None,
              accumulate: str | None = None, lora_rank: int | None = None, lora_targets: str | None = None,
              lora_dropout: str | None = None,
              quant: str = "none", group_size: int | None = None, kv_dtype: str | None = None,
@@ -48,7 +48,8 @@ def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, d
         model: a model preset (`llmdissect models`), model TOML or config.json.
         hardware: a device (a800, h100, cpu) or a platform (8xa800).
         gpus, dtype, micro_batch, seq, grad_accum, zero, offload, recompute, attn, tp, pp, pp_virtual, pp_flushes,
-            cp, ep, optimizer, precision, engine, loss, float8, kernels, sp, async_tp, prefetch, head, accumulate,
+            cp, ep, optimizer, precision, engine, loss, float8, kernels, sp, async_tp, prefetch, head, held_logits,
+            accumulate,
             lora_rank, lora_targets,
             lora_dropout, quant, group_size, kv_dtype, batch, input_len, output_len, cache,
             profile, max_num_seqs, max_batched_tokens, block_size, num_blocks, prefix_caching, replicas,
@@ -70,7 +71,7 @@ def estimate(kind: str, *, model: str, hardware: str, gpus: int | None = None, d
                    offload=offload, recompute=recompute, attn=attn, tp=tp, pp=pp, pp_virtual=pp_virtual,
                    pp_flushes=pp_flushes, cp=cp, ep=ep, optimizer=optimizer, precision=precision, engine=engine,
                    loss=loss, float8=float8, kernels=kernels, sp=sp, async_tp=async_tp, prefetch=prefetch, head=head,
-                   accumulate=accumulate, lora_rank=lora_rank,
+                   held_logits=held_logits, accumulate=accumulate, lora_rank=lora_rank,
                    lora_targets=lora_targets, lora_dropout=lora_dropout, quant=quant,
                    group_size=group_size, kv_dtype=kv_dtype, batch=batch,
                    input_len=input_len,

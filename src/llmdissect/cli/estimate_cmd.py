@@ -61,6 +61,10 @@ def estimate(
                                        "head and loss sharded over the vocabulary (Megatron, torchtitan), its logits "
                                        "gathered for a whole loss (NeMo AutoModel), or whole on every rank (bench) "
                                        "(training) [parallel]."),
+    held_logits: Optional[str] = typer.Option(None, "--held-logits", help="none | compute | fp32: the logits a "
+                                              "loop that keeps the model output holds through backward, in the "
+                                              "compute dtype (transformers >= 4.45) or fp32 (4.31-4.44 upcast them "
+                                              "in the forward) (training) [none: the loop keeps only the loss]."),
     sp: Optional[bool] = typer.Option(None, "--sp/--no-sp", help="Sequence parallelism with --tp: norms and "
                                       "residuals on 1/tp of the tokens (training) [off]."),
     async_tp: Optional[bool] = typer.Option(None, "--async-tp/--no-async-tp", help="With --sp: the TP collectives "

@@ -43,6 +43,14 @@ RECOMPUTE_LEVEL = {"none": 0, "selective": 1, "full": 2, "op": 3}
 ATTNS = ("eager", "sdpa", "flash", "flash3")
 """flash3: FlashAttention-3 (Hopper only; estimate only): flash's memory, its own rate
 (defaults.FLASH3_ATTENTION_EFFICIENCY)."""
+HELD_LOGITS = ("none", "compute", "fp32")
+"""What of the logits the training loop keeps alive through backward (`--held-logits`): none,
+where it keeps only the loss (`loss = model(**batch).loss`, as transformers' Trainer, torchtune
+and bench do); compute, where it keeps the model output (`output = model(**batch)`, dropped
+after the step) and the output's logits are in the compute dtype (transformers 4.45 and later);
+fp32, the same loop under transformers 4.31-4.44, whose LlamaForCausalLM upcast the logits in
+its forward (`logits = logits.float()` after the head, v4.38.0 modeling_llama.py), so the
+output holds them in fp32 (AnswerDotAI fsdp_qlora's train.py, `output = None` after the step)."""
 
 
 def residual_bytes_per_layer(m: ModelSpec, b, s, e):
@@ -141,13 +149,18 @@ def logits_bytes(m: ModelSpec, b, s, e, loss=0):
     unchunked: the fp32 log-softmax that NLL saves (transformers' ForCausalLMLoss upcasts the
     logits, and neither the logits nor the upcast are saved), and the shifted int64 labels.
     The logits themselves (b s V e) live on only while the caller holds the model output
-    (`stepmemory.training_step_peak_bytes(hold_logits=1)`).
+    (`stepmemory.training_step_peak_bytes(held_bytes=...)`, HELD_LOGITS).
     chunked: every chunk's log-softmax is saved the same way (the chunks are upcast one at a
     time, but all are kept for backward): the same bytes.
     fused: the gradient of the head's input, computed chunk by chunk in the forward (Liger's
     FusedLinearCrossEntropy), b s h e; no logits outlive their chunk."""
     kept = b * s * m.vocab_size * 4 + b * s * 8
     return kept + (loss == 2) * (b * s * m.hidden_size * e - kept)
+
+
+def held_logit_bytes(held, e):
+    """Bytes an element of the logits the loop holds (`held` an index into HELD_LOGITS)."""
+    return (held == 1) * e + (held == 2) * 4
 
 
 def loss_transient_bytes(m: ModelSpec, b, s, e=4, loss=0):

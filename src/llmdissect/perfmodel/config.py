@@ -7,7 +7,7 @@ from typing import Any
 import llmdissect.metric_names as mn
 from llmdissect.dtypes import check_compute_dtype, dtype_bytes
 from llmdissect.errors import UserError
-from llmdissect.perfmodel.activations import ATTNS, RECOMPUTES
+from llmdissect.perfmodel.activations import ATTNS, HELD_LOGITS, RECOMPUTES
 from llmdissect.perfmodel.defaults import FLASH3_ARCHITECTURES, OPTIMIZERS
 from llmdissect.perfmodel.kvcache import CACHES
 from llmdissect.perfmodel.moe import check_expert_parallel
@@ -217,6 +217,8 @@ class TrainSetup:
     """With ZeRO-3 / FSDP: each unit's all-gather issued while the unit before computes."""
     head: str = "parallel"
     """parallel | gathered | replicated: the output head and loss under TP (op_costs.HEADS)."""
+    held_logits: str = "none"
+    """none | compute | fp32: the logits the loop keeps through backward (activations.HELD_LOGITS)."""
     dp: int = field(init=False, default=1)
 
     def __post_init__(self) -> None:
@@ -234,6 +236,9 @@ class TrainSetup:
         _choice("float8", self.float8, FLOAT8_RECIPES)
         _choice("kernels", self.kernels, KERNELS)
         _choice("head", self.head, HEADS)
+        _choice("held-logits", self.held_logits, HELD_LOGITS)
+        if self.held_logits != "none" and self.loss == "fused":
+            raise UserError("--held-logits with --loss fused: a fused loss makes no logits to hold")
         check_accumulate(self.accumulate, self.dtype, self.platform)
         if self.float8 != "none" and self.lora_rank:
             raise UserError("--float8 with LoRA is not modelled (float8 linears train every weight)")
@@ -334,6 +339,8 @@ class TrainSetup:
                 c[key] = True
         if self.head != "parallel" and self.tp > 1:
             c["head"] = self.head
+        if self.held_logits != "none":  # measured runs keep only the loss
+            c["held_logits"] = self.held_logits
         return c
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
 from llmdissect.perfmodel import weights as wt
-from llmdissect.perfmodel.activations import RECOMPUTE_LEVEL
+from llmdissect.perfmodel.activations import HELD_LOGITS, RECOMPUTE_LEVEL
 from llmdissect.perfmodel.ceilings import Machine, with_accumulate, with_attention_kernel, with_weight_stream_scale
 from llmdissect.perfmodel.config import InferSetup, TrainSetup
 from llmdissect.perfmodel.infermodel import infer_memory, infer_time
@@ -83,7 +83,8 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
               lora_params=lora_params, frozen_weight_bytes=frozen, pure=int(setup.precision == "pure"),
               ep=setup.ep, pp_virtual=setup.pp_virtual, loss=LOSSES.index(setup.loss), sp=int(setup.sp),
               head=HEADS.index(setup.head))
-    memory = _plain(train_memory(m, mach, flat=int(setup.flat_optimizer), **kw))
+    memory = _plain(train_memory(m, mach, flat=int(setup.flat_optimizer), held=HELD_LOGITS.index(setup.held_logits),
+                                 **kw))
     host_total = memory.pop("host_bytes") * setup.platform.num_devices
     memory["host_total_bytes"] = host_total
     metrics: dict[str, Any] = {mn.MEMORY: memory, "device_memory_bytes": setup.platform.device.memory_bytes,

@@ -21,7 +21,8 @@ ANALYTICAL_KINDS = (mn.PRETRAIN, mn.FINETUNE, mn.INFER)
 """What run_estimate answers with the closed-form model (a suite's `estimate` entries)."""
 TRAIN_ONLY = ("micro_batch", "seq", "grad_accum", "zero", "offload", "recompute", "pp_virtual",
               "pp_flushes", "cp", "ep", "lora_rank", "lora_dropout", "optimizer", "precision", "engine",
-              "loss", "float8", "kernels", "sp", "async_tp", "prefetch", "head")
+              "loss", "float8", "kernels", "sp", "async_tp", "prefetch", "head",
+              "held_logits")
 INFER_ONLY = ("batch", "cache")
 WEIGHTS = ("group_size", "kv_dtype")
 """Options of the served weights and cache: inference and serving take them, training does not."""
@@ -107,6 +108,10 @@ class EstimateRequest(BaseModel):
     loss sharded over the vocabulary (Megatron's vocab-parallel cross-entropy, torchtitan's
     loss_parallel), the head's product sharded and its fp32 logits all-gathered for a whole loss
     on every rank (NeMo AutoModel), or both whole on every rank (bench's TP plan)."""
+    held_logits: Optional[str] = None
+    """none | compute | fp32 [none] (training): the logits a loop that keeps the model output
+    holds through backward, in the compute dtype (transformers 4.45 and later) or upcast to
+    fp32 in the forward (transformers 4.31-4.44); none where the loop keeps only the loss."""
     sp: Optional[bool] = None
     """Sequence parallelism with tp > 1 [off] (training): the norms and residual adds on 1/tp of
     the tokens, each TP all-reduce an all-gather and a reduce-scatter (Megatron-LM's
@@ -242,7 +247,7 @@ def estimate_for(request: EstimateRequest, model, profile: dict[str, Any], expli
                        engine_name=r.engine or "auto",
                        precision=r.precision or "mixed", loss=r.loss or "unchunked",
                        float8=r.float8 or "none", kernels=r.kernels or "eager", sp=bool(r.sp),
-                       head=r.head or "parallel",
+                       head=r.head or "parallel", held_logits=r.held_logits or "none",
                        async_tp=bool(r.async_tp), prefetch=bool(r.prefetch),
                        accumulate=r.accumulate or "fp32", **common)
     return estimate_train(setup, machine)

@@ -3,7 +3,8 @@
 Summing activations and gradients overstates the peak: gradients appear while backward
 frees activations. Walking backward at layer granularity (one device, transformers' Llama;
 a loop that keeps only the loss, `loss = model(**batch).loss`, frees the logits after the
-forward; one that keeps the model output holds them, `hold_logits=1`):
+forward; one that keeps the model output holds them, `held_bytes` an element, 2 or 4 when
+upcast in the forward, activations.held_logit_bytes):
 
 - loss:  every saved activation + what the loss keeps + its transients (activations.
          loss_transient_bytes; a fused loss also the head's gradients, made in its forward);
@@ -32,7 +33,7 @@ def _max(*xs):
 
 
 def training_step_peak_bytes(m: ModelSpec, b, s, e, eager, recompute_level, grad_bytes_per_param,
-                             tp=1, persistent_grads=0, grad_fraction=1.0, hold_logits=0, optimizer_transient=0,
+                             tp=1, persistent_grads=0, grad_fraction=1.0, held_bytes=0, optimizer_transient=0,
                              loss=0, sp=0, head=0):
     """Peak bytes of activations plus gradients over one forward and backward.
 
@@ -54,7 +55,7 @@ def training_step_peak_bytes(m: ModelSpec, b, s, e, eager, recompute_level, grad
     final_norm = act.rmsnorm_bytes(m, b, s, e)
     split = head_shards(head, tp)[1]  # a vocabulary-parallel loss holds 1/tp of the logits' tensors
     logits = act.logits_bytes(m, b, s, e, loss) / split
-    held = hold_logits * b * s * m.vocab_size * e / split  # the logits, while the caller keeps the output
+    held = held_bytes * b * s * m.vocab_size / split  # the logits, while the caller keeps the output
     transient = act.layer_backward_extra_bytes(m, b, s, e, eager, tp)
     # a fused loss makes the head's gradients in the forward (its weight's, where it trains)
     loss = m.num_layers * saved + edges + final_norm + logits + held \

@@ -51,13 +51,14 @@ def framework_bytes(mach: Machine, tensors_bytes):
 
 def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
                  optimizer, lora, lora_params, frozen_weight_bytes, pure=0, ep=1, pp_virtual=1, loss=0, sp=0,
-                 flat=0, head=0):
+                 flat=0, head=0, held=0):
     """Per-device memory (bytes) of a training step; dict of scalars or arrays. `pure` 1:
     16-bit weights, gradients and optimizer states, no fp32 master (states.py). Expert
     parallelism `ep` keeps 1/ep of the routed experts on each device (moe.py); `loss` an index
     into op_costs.LOSSES; `sp` 1 under sequence parallelism (activations.saved_layer_bytes);
     `flat` 1 where DeepSpeed's ZeRO optimizer runs (deepspeed_zero12_extra_bytes); `head` an
-    index into op_costs.HEADS."""
+    index into op_costs.HEADS; `held` an index into activations.HELD_LOGITS (the logits the loop
+    keeps through backward)."""
     shard = tp * pp
     routed = moe.routed_expert_params(m)
     # trainable parameters on this model shard: the dense part, which ZeRO partitions over the
@@ -84,7 +85,8 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     psi_opt = psi_dense / (1 + (zero >= 1) * (dp - 1)) + psi_experts / (1 + (zero >= 1) * (edp - 1))
     opt_tmp = optimizer_step_transient_bytes(m, psi_opt, is_gpu, (off < 1) * 1, 4 + pure * (e - 4))
     step_peak = training_step_peak_bytes(m, b, s, e, eager, rc, e, tp, persistent, grad_fraction,
-                                         optimizer_transient=opt_tmp, loss=loss, sp=sp, head=head) + lora * g
+                                         held_bytes=act.held_logit_bytes(held, e), optimizer_transient=opt_tmp,
+                                         loss=loss, sp=sp, head=head) + lora * g
     master_clone, bucket = deepspeed_zero12_extra_bytes(m, e, zero, off, psi_opt, flat)
     o = o + master_clone
     # the engines' transients beside the step's tensors: DeepSpeed's gradient bucket, ZeRO-3's gathered units

@@ -94,18 +94,22 @@ from llmdissect.results import open_store
 # 2024) upcast the logits in the forward; its 20 memory rows 0.68-0.98x -> 0.79-1.03x (the rest of the gap is the
 # allocator's reserved memory, which they report): finetune 0.128/0.816 -> 0.076/0.921; overall 0.093/0.904 ->
 # 0.089/0.927.
-HELD = {"infer": {"median_abs_error": 0.103, "within_1.25x": 0.922},
+# published.bounds: TensorRT-LLM v0.9.0's Mixtral A100 row of batch 32 needs 1.14x the A100's peak bandwidth for its
+# weights under uniform routing (its benchmark's batches reach fewer experts): the table's 18 Mixtral rows are
+# approximate for it (6 were exact, 0.48-1.77x): infer 90 -> 84 points, 0.102/0.922 -> 0.098/0.952; overall 177 ->
+# 171, 0.089/0.927 -> 0.087/0.942; approximate 512 -> 518, 0.199/0.553 -> 0.199/0.552.
+HELD = {"infer": {"median_abs_error": 0.099, "within_1.25x": 0.952},
         "pretrain": {"median_abs_error": 0.056, "within_1.25x": 0.947},
         "finetune": {"median_abs_error": 0.077, "within_1.25x": 0.921},
         "serve": {"median_abs_error": 0.090, "within_1.25x": 0.933}}
-OVERALL = {"median_abs_error": 0.090, "within_1.25x": 0.926}
+OVERALL = {"median_abs_error": 0.087, "within_1.25x": 0.941}
 # NeMo AutoModel's pre-training table adds 11 points (6 approximate: DeepEP, FlexAttention, DeepSeek V3's uneven
 # virtual stages, ...; 5 models not presets): approximate 132 -> 138, 0.155/0.606 -> 0.156/0.594.
 # --head: under TP the loss's tensors follow the head (vocabulary-parallel by default, as the time already was;
 # NeMo AutoModel's TP rows gathered: 1.40 -> 1.40, 1.02 -> 1.02): torchtitan's 70B TP 8 memory rows 232 -> 60 GiB
 # (published 72 / 68), its 405B PP 8 TP 8 rows 82 -> 39 GiB (published 75-85: their match was the whole logits'):
 # approximate 0.173/0.578 -> 0.189/0.561.
-APPROXIMATE = {"median_abs_error": 0.200, "within_1.25x": 0.552}
+APPROXIMATE = {"median_abs_error": 0.199, "within_1.25x": 0.552}
 
 
 def test_every_shipped_point_has_its_source_and_loads():
@@ -125,12 +129,17 @@ def test_figures_do_not_regress_and_no_mfu_above_1():
         assert got["within_1.25x"] >= held["within_1.25x"] - 1e-9, (group, got)
     assert s["mfu_above_1"] == []
     assert all(o.reason for o in outcomes if o.predicted is None)
+    # the issue's bound, per category and overall: >= 90 % within 1.25x, median |error| <= 10 %
+    for got in [*s["per_category"].values(), s["overall"]]:
+        assert got["within_1.25x"] >= 0.90 and got["median_abs_error"] <= 0.10, got
+    assert s["beyond_peak_bandwidth"] == ["trtllm090-mixtral-8x7b-fp16-a100-tp2-bs32-2048-2048"]
 
 
 def test_cli_prints_stores_and_filters(db_path: Path):
     proc = run_cli("validate", "--published", "--category", "infer", "--db", str(db_path), check=True)
     assert "Published vs predicted" in proc.stdout and "within 1.25x" in proc.stdout
     assert "gptfast-llama2-7b-bf16-a100-bs1" in proc.stdout
+    assert "beyond the peak bandwidth: trtllm090-mixtral-8x7b-fp16-a100-tp2-bs32-2048-2048 needs 1.14x" in proc.stdout
     with open_store(db_path) as store:
         (rec,) = store.query(kind="validation")
     assert rec.config == {"set": "published", "category": "infer"}

@@ -65,3 +65,8 @@ def show(outcomes: list, summary: dict[str, Any], detail: bool = False) -> None:
             console.print(f"  {o.point.id}: {o.point.source} ({o.point.where})", markup=False)
     if summary["mfu_above_1"]:
         console.print(f"MFU above 1 predicted for: {', '.join(summary['mfu_above_1'])}", markup=False)
+    for o in outcomes:
+        if o.bandwidth_share is not None and o.bandwidth_share > 1:
+            console.print(f"beyond the peak bandwidth: {o.point.id} needs {o.bandwidth_share:.2f}x the device's peak "
+                          "memory bandwidth for its weights alone, as its options say"
+                          + (" (kept approximate)" if o.point.missing else ""), markup=False)

@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 import llmdissect.metric_names as mn
 from llmdissect.errors import UserError
+from llmdissect.published.bounds import bandwidth_share
 from llmdissect.published.points import CATEGORIES, PublishedPoint
 
 ESTIMATE_PATH: dict[str, tuple[str, ...]] = {
@@ -48,6 +49,9 @@ class Outcome:
     """Why there is no prediction ("" when there is one)."""
     mfu: Optional[float] = None
     fits: Optional[bool] = None
+    bandwidth_share: Optional[float] = None
+    """The share of the peak memory bandwidth the published number needs for its decode steps'
+    weights alone (published.bounds); above 1 the run cannot have been as its options say."""
 
     @property
     def ratio(self) -> Optional[float]:
@@ -62,7 +66,8 @@ class Outcome:
         p = self.point
         return {"id": p.id, "category": p.category, "metric": p.metric, "published": p.value,
                 "predicted": self.predicted, "ratio": self.ratio, "missing": p.missing, "reason": self.reason,
-                "mfu": self.mfu, "fits": self.fits, "source": p.source, "model": p.model, "hardware": p.hardware}
+                "mfu": self.mfu, "fits": self.fits, "bandwidth_share": self.bandwidth_share, "source": p.source,
+                "model": p.model, "hardware": p.hardware}
 
 
 def _lookup(metrics: dict[str, Any], path: tuple[str, ...]) -> Optional[float]:
@@ -109,7 +114,8 @@ def predict(point: PublishedPoint) -> Outcome:
     if predicted is None or predicted <= 0:
         return Outcome(point, reason=f"the estimate has no {point.metric}")
     fits = est.fits if mn.FITS in est.metrics else None  # a simulated serving run ran: it fit
-    return Outcome(point, predicted=predicted, mfu=_lookup(est.metrics, (mn.MFU,)), fits=fits)
+    share = bandwidth_share(point, _model(point, request.model))
+    return Outcome(point, predicted=predicted, mfu=_lookup(est.metrics, (mn.MFU,)), fits=fits, bandwidth_share=share)
 
 
 @dataclass(frozen=True)
@@ -140,14 +146,17 @@ def check_all(points: list[PublishedPoint]) -> list[Outcome]:
 
 def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
     """Per category and overall, over the exactly expressed points; the approximate ones
-    (estimated, with something marked missing) apart; and any predicted MFU above 1."""
+    (estimated, with something marked missing) apart; any predicted MFU above 1; and the points
+    whose published number needs more than the device's peak memory bandwidth (published.bounds)."""
     exact = [o for o in outcomes if o.exact]
     approx = [o for o in outcomes if o.predicted is not None and not o.exact]
     per = {c: Summary.of([o for o in exact if o.point.category == c]).to_dict() for c in CATEGORIES}
     return {"overall": Summary.of(exact).to_dict(), "per_category": per,
             "approximate": Summary.of(approx).to_dict(),
             "not_predicted": sum(o.predicted is None for o in outcomes),
-            "mfu_above_1": [o.point.id for o in outcomes if o.mfu is not None and o.mfu > 1]}
+            "mfu_above_1": [o.point.id for o in outcomes if o.mfu is not None and o.mfu > 1],
+            "beyond_peak_bandwidth": [o.point.id for o in outcomes
+                                      if o.bandwidth_share is not None and o.bandwidth_share > 1]}
 
 
 def published_record(category: str | None = None):

@@ -145,4 +145,8 @@ def published(records: list[RunRecord]) -> Section | None:
                             + (" ..." if len(skipped) > 8 else ""))
     if summary.get("mfu_above_1"):
         sec.findings.append(f"MFU above 1 predicted for {', '.join(summary['mfu_above_1'])}: a model error.")
+    if summary.get("beyond_peak_bandwidth"):
+        sec.findings.append(f"Published numbers beyond the device's peak memory bandwidth as their options say "
+                            f"(something they do not express made them faster): "
+                            f"{', '.join(summary['beyond_peak_bandwidth'])}.")
     return sec

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from llmdissect.perfmodel import moe
 from llmdissect.perfmodel.layertime import op_policy_gemms
-from llmdissect.perfmodel.op_costs import LOSS_CHUNKS, head_shards
+from llmdissect.perfmodel.op_costs import DROPOUT_MASK_BYTES, LOSS_CHUNKS, head_shards
 from llmdissect.specs.families import QK_NORM
 from llmdissect.specs.models import ModelSpec
 
@@ -105,6 +105,58 @@ def layer_activation_bytes(m: ModelSpec, b, s, e, eager, tp=1, selective=0, sp=0
                  + (1 - eager) * fused_attention_bytes(m, b, s, e, tp))
     whole = (residual_bytes_per_layer(m, b, s, e) + 2 * rmsnorm_bytes(m, b, s, e)) / (1 + sp * (tp - 1))
     return whole + qkv_bytes(m, b, s, e, tp, eager) + attention + mlp_bytes(m, b, s, e, tp)
+
+
+NORM1_READERS = ("q_proj", "k_proj", "v_proj", "q_a_proj", "kv_a_proj_with_mqa")
+"""The projections that read the attention's RMSNorm output (MLA's first ones included)."""
+NORM2_READERS = ("gate_proj", "up_proj")
+
+
+def lora_layer_delta_bytes(m: ModelSpec, b, s, e, targets=(), rank=0, dropout=0, tp=1):
+    """What a LoRA layer saves beyond (or below) `layer_activation_bytes`, as autograd keeps
+    only what a gradient it needs reads: the base weights and the norms' weights are frozen.
+
+    - Each RMSNorm's normalized tensor is saved only for its weight's gradient: gone. Its
+      output is saved only by the adapters that read it (q/k/v for the first norm, gate/up for
+      the second; a frozen product keeps its weight, not its input): gone where none does.
+    - The MLP's last product (down, fc2) keeps its input only with an adapter on it: f / tp
+      gone otherwise (the SwiGLU's gate, silu(gate) and up stay: their own backward reads them).
+      MoE layers keep their MLP terms (their experts' LoRA is another path).
+    - Each adapter keeps its rank-r product, b s r e (lora_B's input), and with dropout on its
+      input (`dropout` 1, PEFT) the dropped copy of its input, b s k e, and the 1-byte mask
+      (CUDA's native dropout; a column-parallel projection's input is whole under TP, a row-
+      parallel one's 1/tp); on its output (2, NeMo) the mask, b s n / tp. Nothing else:
+      without dropout lora_A keeps the same input tensor the norm produced.
+    Adapters are taken in the compute dtype (PEFT's default autocast keeps them in fp32 over a
+    16-bit base, each then keeping an fp32 copy of its input: not modelled). The first
+    layer's input needs no gradient (the embedding is frozen), so what it saves before its
+    first adapter is saved by nothing: one layer's norm at most, left in.
+    Checked against the live tensors of real PEFT steps (tests/unit/test_lora_activations.py).
+    0 where `rank` is 0 (no LoRA); scalars or numpy arrays."""
+    from llmdissect.perfmodel import weights as wt
+
+    h, T = m.hidden_size, b * s
+    shapes = wt.layer_linear_shapes(m, moe_layer=False)
+    keeps_input = dropout != 1  # input dropout: each adapter keeps its own copy, not the norm's output
+    read1 = any(t in NORM1_READERS for t in targets) * keeps_input
+    read2 = (any(t in NORM2_READERS for t in targets) * keeps_input) if not m.is_moe else 1
+    last_product = (("down_proj" in targets) * keeps_input) if not m.is_moe else 1
+    delta = -2 * T * h * e - T * h * e * (1 - read1) - T * h * e * (1 - read2) \
+        - T * m.mlp_token_width * e / tp * (1 - last_product)
+    for t in targets:
+        if t == wt.EXPERTS_TARGET:
+            continue
+        n, k = shapes[t]
+        k, n = (k / tp, n) if t in ("o_proj", "down_proj") else (k, n / tp)
+        delta = delta + T * rank * e + (dropout == 1) * T * k * (e + DROPOUT_MASK_BYTES) \
+            + (dropout == 2) * T * n * DROPOUT_MASK_BYTES
+    return (rank > 0) * delta
+
+
+def lora_final_norm_delta_bytes(m: ModelSpec, b, s, e, lora=0):
+    """Under LoRA the final norm's normalized tensor and output are saved by nothing (the
+    frozen head keeps its weight, not its input): 2 b s h e less."""
+    return -lora * 2 * b * s * m.hidden_size * e
 
 
 def checkpointed_layer_bytes(m: ModelSpec, b, s, e):
@@ -200,7 +252,7 @@ def eager_mask_bytes(m: ModelSpec, b, s, e, eager, recompute_level):
 
 
 def activation_bytes(m: ModelSpec, b, s, e, eager, recompute_level, tp=1, pp=1, pp_virtual=1, loss=0, sp=0,
-                     head=0):
+                     head=0, lora=0, lora_delta=0):
     """What the forward leaves alive for backward on one device: saved tensors of its layers,
     embedding output, final norm and the loss's log-softmax. Under 1F1B pipeline parallelism
     the first stage holds `pp` micro-batches of L / pp layers (arXiv 2205.05198, sec. 4.2.3),
@@ -208,9 +260,12 @@ def activation_bytes(m: ModelSpec, b, s, e, eager, recompute_level, tp=1, pp=1, 
     chunks a device it holds v p + p - 1 chunks of L / (p v) layers in its warm-up (Megatron's
     schedule: 2 (p - 1) + (v - 1) p warm-up chunks, then one), L (1 + (p - 1) / (p v)) layers'
     worth (the same section's factor). The loss's tensors are split over the TP ranks where
-    the head is vocabulary-parallel (`head` an index into op_costs.HEADS)."""
+    the head is vocabulary-parallel (`head` an index into op_costs.HEADS). Under LoRA (`lora`
+    1) a kept layer saves `lora_delta` more (lora_layer_delta_bytes; a checkpointed one only its
+    input) and the final norm less."""
     interleaved = (pp_virtual > 1) * (pp - 1) / (pp * pp_virtual)
-    layers = m.num_layers * (1 + interleaved) * saved_layer_bytes(m, b, s, e, eager, recompute_level, tp, sp)
+    kept = saved_layer_bytes(m, b, s, e, eager, recompute_level, tp, sp) + (recompute_level < 2) * lora_delta
+    layers = m.num_layers * (1 + interleaved) * kept
     edges = (embedding_output_bytes(m, b, s, e) + rmsnorm_bytes(m, b, s, e) + rope_table_bytes(m, s, e)
-             + eager_mask_bytes(m, b, s, e, eager, recompute_level))
+             + eager_mask_bytes(m, b, s, e, eager, recompute_level) + lora_final_norm_delta_bytes(m, b, s, e, lora))
     return layers + edges + logits_bytes(m, b, s, e, loss) / pp / head_shards(head, tp)[1]

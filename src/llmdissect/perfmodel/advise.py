@@ -97,10 +97,11 @@ def train_space(kind: str, m: ModelSpec, mach: Machine, seq: int, e: float, *, r
     # partition (TrainSetup.sharded_calls, flat_optimizer), holding its own buffers too
     fsdp = ((g["zero"] >= 2) & (g["off"] != 1)) * 1
     deepspeed = (g["off"] == 1) * 1
-    mem = train_memory(m, mach, flat=deepspeed, **kw)
+    targets = wt.resolve_lora_targets(m, wt.LORA_TARGETS_DEFAULT)
+    mem = train_memory(m, mach, flat=deepspeed, lora_rank=g["rank"], lora_targets=targets, **kw)
     calls = sharded_collective_calls(m, fsdp, deepspeed, tp, pp)
     t = train_time(m, mach, layer_weight_bytes=layer_bytes, sharded_calls=calls, flat=deepspeed, fsdp=fsdp,
-                   lora_rank=g["rank"], lora_targets=wt.resolve_lora_targets(m, wt.LORA_TARGETS_DEFAULT), **kw)
+                   lora_rank=g["rank"], lora_targets=targets, **kw)
     host_cap = mach.platform.host_memory_bytes or np.inf
     fits_dev = mem[mn.TOTAL_BYTES] <= mach.platform.device.memory_bytes
     fits_host = mem["host_bytes"] * devices <= host_cap

@@ -83,8 +83,10 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
               lora_params=lora_params, frozen_weight_bytes=frozen, pure=int(setup.precision == "pure"),
               ep=setup.ep, pp_virtual=setup.pp_virtual, loss=LOSSES.index(setup.loss), sp=int(setup.sp),
               head=HEADS.index(setup.head))
+    targets = wt.resolve_lora_targets(m, setup.lora_targets) if lora else ()
     memory = _plain(train_memory(m, mach, flat=int(setup.flat_optimizer), held=HELD_LOGITS.index(setup.held_logits),
-                                 **kw))
+                                 lora_rank=setup.lora_rank, lora_targets=targets,
+                                 lora_dropout=LORA_DROPOUTS.index(setup.lora_dropout), **kw))
     host_total = memory.pop("host_bytes") * setup.platform.num_devices
     memory["host_total_bytes"] = host_total
     metrics: dict[str, Any] = {mn.MEMORY: memory, "device_memory_bytes": setup.platform.device.memory_bytes,
@@ -92,7 +94,6 @@ def estimate_train(setup: TrainSetup, mach: Machine) -> Estimate:
                                "data_parallel": setup.dp}
     notes = _common_notes(mach)
     if mach.ceilings is not None:
-        targets = wt.resolve_lora_targets(m, setup.lora_targets) if lora else ()
         t = train_time(m, mach, layer_weight_bytes=layer_bytes, sharded_calls=setup.sharded_calls,
                        flat=int(setup.flat_optimizer), fsdp=int(setup.engine == "fsdp"),
                        lora_rank=setup.lora_rank, lora_targets=targets,

@@ -34,7 +34,7 @@ def _max(*xs):
 
 def training_step_peak_bytes(m: ModelSpec, b, s, e, eager, recompute_level, grad_bytes_per_param,
                              tp=1, persistent_grads=0, grad_fraction=1.0, held_bytes=0, optimizer_transient=0,
-                             loss=0, sp=0, head=0):
+                             loss=0, sp=0, head=0, lora=0, lora_delta=0):
     """Peak bytes of activations plus gradients over one forward and backward.
 
     `grad_bytes_per_param` is the gradient dtype size; `grad_fraction` the share of each
@@ -42,17 +42,19 @@ def training_step_peak_bytes(m: ModelSpec, b, s, e, eager, recompute_level, grad
     1 when gradients live through the forward (accumulation over micro-batches); `loss` an
     index into op_costs.LOSSES (what the loss keeps and its backward's transients); `sp` 1
     under sequence parallelism (activations.saved_layer_bytes); `head` an index into
-    op_costs.HEADS (a vocabulary-parallel loss splits the logits' tensors over tp).
+    op_costs.HEADS (a vocabulary-parallel loss splits the logits' tensors over tp); `lora` 1
+    with `lora_delta` what a LoRA layer saves beyond a full one (activations.lora_layer_delta_bytes).
     """
     g = grad_bytes_per_param * grad_fraction / tp
     g_layer = m.params_per_layer * g
     g_head = (m.params_head + m.hidden_size) * g
     g_all = m.params * g
-    full_layer = act.layer_activation_bytes(m, b, s, e, eager, tp, selective=(recompute_level == 1) * 1, sp=sp)
-    saved = act.saved_layer_bytes(m, b, s, e, eager, recompute_level, tp, sp)
+    full_layer = act.layer_activation_bytes(m, b, s, e, eager, tp, selective=(recompute_level == 1) * 1, sp=sp) \
+        + lora_delta
+    saved = act.saved_layer_bytes(m, b, s, e, eager, recompute_level, tp, sp) + (recompute_level < 2) * lora_delta
     edges = (act.embedding_output_bytes(m, b, s, e) + act.rope_table_bytes(m, s, e)
              + act.eager_mask_bytes(m, b, s, e, eager, recompute_level))
-    final_norm = act.rmsnorm_bytes(m, b, s, e)
+    final_norm = act.rmsnorm_bytes(m, b, s, e) + act.lora_final_norm_delta_bytes(m, b, s, e, lora)
     split = head_shards(head, tp)[1]  # a vocabulary-parallel loss holds 1/tp of the logits' tensors
     logits = act.logits_bytes(m, b, s, e, loss) / split
     held = held_bytes * b * s * m.vocab_size / split  # the logits, while the caller keeps the output

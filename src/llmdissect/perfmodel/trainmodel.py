@@ -51,14 +51,15 @@ def framework_bytes(mach: Machine, tensors_bytes):
 
 def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off, tp, pp, dp,
                  optimizer, lora, lora_params, frozen_weight_bytes, pure=0, ep=1, pp_virtual=1, loss=0, sp=0,
-                 flat=0, head=0, held=0):
+                 flat=0, head=0, held=0, lora_rank=0, lora_targets=(), lora_dropout=0):
     """Per-device memory (bytes) of a training step; dict of scalars or arrays. `pure` 1:
     16-bit weights, gradients and optimizer states, no fp32 master (states.py). Expert
     parallelism `ep` keeps 1/ep of the routed experts on each device (moe.py); `loss` an index
     into op_costs.LOSSES; `sp` 1 under sequence parallelism (activations.saved_layer_bytes);
     `flat` 1 where DeepSpeed's ZeRO optimizer runs (deepspeed_zero12_extra_bytes); `head` an
     index into op_costs.HEADS; `held` an index into activations.HELD_LOGITS (the logits the loop
-    keeps through backward)."""
+    keeps through backward); under LoRA its rank, resolved targets and dropout (an index into
+    op_costs.LORA_DROPOUTS) give what its layers save (activations.lora_layer_delta_bytes)."""
     shard = tp * pp
     routed = moe.routed_expert_params(m)
     # trainable parameters on this model shard: the dense part, which ZeRO partitions over the
@@ -77,7 +78,8 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     frozen_local = lora * frozen_weight_bytes / shard / (1 + (zero >= 3) * (dp - 1))
     frozen = frozen_local * (off < 2)
     params = p + frozen
-    activations = act.activation_bytes(m, b, s, e, eager, rc, tp, pp, pp_virtual, loss, sp, head)
+    lora_delta = lora * act.lora_layer_delta_bytes(m, b, s, e, lora_targets, lora_rank, lora_dropout, tp)
+    activations = act.activation_bytes(m, b, s, e, eager, rc, tp, pp, pp_virtual, loss, sp, head, lora, lora_delta)
     grad_fraction = (1 - lora) * (off < 1) / (1 + (zero >= 2) * (dp - 1)) / pp
     persistent = (ga > 1) * (zero < 2) * (off < 1) * (1 - lora)
     is_gpu = mach.platform.device.kind == "gpu"
@@ -86,7 +88,7 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     opt_tmp = optimizer_step_transient_bytes(m, psi_opt, is_gpu, (off < 1) * 1, 4 + pure * (e - 4))
     step_peak = training_step_peak_bytes(m, b, s, e, eager, rc, e, tp, persistent, grad_fraction,
                                          held_bytes=act.held_logit_bytes(held, e), optimizer_transient=opt_tmp,
-                                         loss=loss, sp=sp, head=head) + lora * g
+                                         loss=loss, sp=sp, head=head, lora=lora, lora_delta=lora_delta) + lora * g
     master_clone, bucket = deepspeed_zero12_extra_bytes(m, e, zero, off, psi_opt, flat)
     o = o + master_clone
     # the engines' transients beside the step's tensors: DeepSpeed's gradient bucket, ZeRO-3's gathered units

@@ -33,11 +33,15 @@ def cuda_peaks(device: Any = None) -> dict[str, int]:
 
 
 def tensor_bytes(tensors) -> int:
-    """Bytes of the distinct storages behind `tensors` (e.g. a model's parameters)."""
+    """Bytes of the distinct storages behind `tensors` (e.g. a model's parameters); a DTensor
+    (FSDP2's parameters and the optimizer state made from them) counts its local shard: its
+    own untyped_storage() reports the global tensor's bytes."""
     seen: dict[int, int] = {}
     for t in tensors:
         if t is None:
             continue
+        if hasattr(t, "to_local"):
+            t = t.to_local()
         st = t.untyped_storage()
         # keyed by the storage itself: FSDP2 frees (resizes to 0) the data of resharded
         # parameters, whose data pointer must not be read

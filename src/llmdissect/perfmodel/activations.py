@@ -255,8 +255,9 @@ def activation_bytes(m: ModelSpec, b, s, e, eager, recompute_level, tp=1, pp=1, 
                      head=0, lora=0, lora_delta=0):
     """What the forward leaves alive for backward on one device: saved tensors of its layers,
     embedding output, final norm and the loss's log-softmax. Under 1F1B pipeline parallelism
-    the first stage holds `pp` micro-batches of L / pp layers (arXiv 2205.05198, sec. 4.2.3),
-    i.e. L layers' worth, so `pp` does not divide the layer term; interleaved over `pp_virtual`
+    the stage that holds the most: the first holds `pp` micro-batches of L / pp layers (arXiv
+    2205.05198, sec. 4.2.3), i.e. L layers' worth, and no logits; the last one micro-batch of
+    its L / pp layers and the loss's tensors; interleaved over `pp_virtual`
     chunks a device it holds v p + p - 1 chunks of L / (p v) layers in its warm-up (Megatron's
     schedule: 2 (p - 1) + (v - 1) p warm-up chunks, then one), L (1 + (p - 1) / (p v)) layers'
     worth (the same section's factor). The loss's tensors are split over the TP ranks where
@@ -265,7 +266,9 @@ def activation_bytes(m: ModelSpec, b, s, e, eager, recompute_level, tp=1, pp=1, 
     input) and the final norm less."""
     interleaved = (pp_virtual > 1) * (pp - 1) / (pp * pp_virtual)
     kept = saved_layer_bytes(m, b, s, e, eager, recompute_level, tp, sp) + (recompute_level < 2) * lora_delta
-    layers = m.num_layers * (1 + interleaved) * kept
     edges = (embedding_output_bytes(m, b, s, e) + rmsnorm_bytes(m, b, s, e) + rope_table_bytes(m, s, e)
              + eager_mask_bytes(m, b, s, e, eager, recompute_level) + lora_final_norm_delta_bytes(m, b, s, e, lora))
-    return layers + edges + logits_bytes(m, b, s, e, loss) / pp / head_shards(head, tp)[1]
+    logits = logits_bytes(m, b, s, e, loss) / head_shards(head, tp)[1]
+    first = m.num_layers * (1 + interleaved) * kept + edges + (pp == 1) * logits
+    last = m.num_layers / pp * kept + edges + logits
+    return first + (last - first) * (last > first)

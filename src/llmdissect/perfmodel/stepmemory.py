@@ -34,7 +34,7 @@ def _max(*xs):
 
 def training_step_peak_bytes(m: ModelSpec, b, s, e, eager, recompute_level, grad_bytes_per_param,
                              tp=1, persistent_grads=0, grad_fraction=1.0, held_bytes=0, optimizer_transient=0,
-                             loss=0, sp=0, head=0, lora=0, lora_delta=0):
+                             loss=0, sp=0, head=0, lora=0, lora_delta=0, pp=1, pp_virtual=1):
     """Peak bytes of activations plus gradients over one forward and backward.
 
     `grad_bytes_per_param` is the gradient dtype size; `grad_fraction` the share of each
@@ -44,6 +44,12 @@ def training_step_peak_bytes(m: ModelSpec, b, s, e, eager, recompute_level, grad
     under sequence parallelism (activations.saved_layer_bytes); `head` an index into
     op_costs.HEADS (a vocabulary-parallel loss splits the logits' tensors over tp); `lora` 1
     with `lora_delta` what a LoRA layer saves beyond a full one (activations.lora_layer_delta_bytes).
+
+    Under 1F1B pipeline parallelism (`pp` > 1) the stages peak apart, and the device that peaks
+    highest is the answer: the first stage holds L layers' worth (pp micro-batches of L / pp
+    layers; interleaved over `pp_virtual` chunks, L (1 + (p - 1) / (p v)), arXiv 2205.05198
+    sec. 4.2.3) and no logits; the last stage one micro-batch of its L / pp layers beside the
+    logits and the loss (it runs each micro-batch's backward right after its forward).
     """
     g = grad_bytes_per_param * grad_fraction / tp
     g_layer = m.params_per_layer * g
@@ -59,13 +65,17 @@ def training_step_peak_bytes(m: ModelSpec, b, s, e, eager, recompute_level, grad
     logits = act.logits_bytes(m, b, s, e, loss) / split
     held = held_bytes * b * s * m.vocab_size / split  # the logits, while the caller keeps the output
     transient = act.layer_backward_extra_bytes(m, b, s, e, eager, tp)
+    first_layers = m.num_layers * (1 + (pp_virtual > 1) * (pp - 1) / (pp * pp_virtual))
+    last_layers = m.num_layers / pp
+    held_first = held * (pp == 1)  # the first stage holds no logits unless it is the last too
     # a fused loss makes the head's gradients in the forward (its weight's, where it trains)
-    loss = m.num_layers * saved + edges + final_norm + logits + held \
+    loss = last_layers * saved + edges + final_norm + logits + held \
         + act.loss_transient_bytes(m, b, s, e, loss) / split + (loss == 2) * g_head
-    top = (m.num_layers - 1) * saved + full_layer + edges + held + g_head + g_layer + transient
-    bottom = full_layer + edges + held + g_head + m.num_layers * g_layer + transient
+    top = (first_layers - 1) * saved + full_layer + edges + held_first + g_head + g_layer + transient
+    top_last = (last_layers - 1) * saved + full_layer + edges + held + g_head + g_layer + transient
+    bottom = full_layer + edges + held_first + g_head + m.num_layers * g_layer + transient
     end = g_all + held + optimizer_transient
-    return _max(loss, top, bottom, end) + persistent_grads * g_all
+    return _max(loss, top, top_last, bottom, end) + persistent_grads * g_all
 
 
 def optimizer_step_transient_bytes(m: ModelSpec, psi_local, is_gpu: bool, on_device=1, state_bytes=4):

@@ -88,7 +88,8 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     opt_tmp = optimizer_step_transient_bytes(m, psi_opt, is_gpu, (off < 1) * 1, 4 + pure * (e - 4))
     step_peak = training_step_peak_bytes(m, b, s, e, eager, rc, e, tp, persistent, grad_fraction,
                                          held_bytes=act.held_logit_bytes(held, e), optimizer_transient=opt_tmp,
-                                         loss=loss, sp=sp, head=head, lora=lora, lora_delta=lora_delta) + lora * g
+                                         loss=loss, sp=sp, head=head, lora=lora, lora_delta=lora_delta, pp=pp,
+                                         pp_virtual=pp_virtual) + lora * g
     master_clone, bucket = deepspeed_zero12_extra_bytes(m, e, zero, off, psi_opt, flat)
     o = o + master_clone
     # the engines' transients beside the step's tensors: DeepSpeed's gradient bucket, ZeRO-3's gathered units

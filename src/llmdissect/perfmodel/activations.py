@@ -32,7 +32,8 @@ arrays; `eager` and flags are 0/1.
 from __future__ import annotations
 
 from llmdissect.perfmodel import moe
-from llmdissect.perfmodel.layertime import op_policy_gemms
+from llmdissect.perfmodel import weights as wt
+from llmdissect.perfmodel.layertime import ROW_PARALLEL, op_policy_gemms
 from llmdissect.perfmodel.op_costs import DROPOUT_MASK_BYTES, LOSS_CHUNKS, head_shards
 from llmdissect.specs.families import QK_NORM
 from llmdissect.specs.models import ModelSpec
@@ -133,8 +134,6 @@ def lora_layer_delta_bytes(m: ModelSpec, b, s, e, targets=(), rank=0, dropout=0,
     first adapter is saved by nothing: one layer's norm at most, left in.
     Checked against the live tensors of real PEFT steps (tests/unit/test_lora_activations.py).
     0 where `rank` is 0 (no LoRA); scalars or numpy arrays."""
-    from llmdissect.perfmodel import weights as wt
-
     h, T = m.hidden_size, b * s
     shapes = wt.layer_linear_shapes(m, moe_layer=False)
     keeps_input = dropout != 1  # input dropout: each adapter keeps its own copy, not the norm's output
@@ -147,7 +146,7 @@ def lora_layer_delta_bytes(m: ModelSpec, b, s, e, targets=(), rank=0, dropout=0,
         if t == wt.EXPERTS_TARGET:
             continue
         n, k = shapes[t]
-        k, n = (k / tp, n) if t in ("o_proj", "down_proj") else (k, n / tp)
+        k, n = (k / tp, n) if t in ROW_PARALLEL else (k, n / tp)
         delta = delta + T * rank * e + (dropout == 1) * T * k * (e + DROPOUT_MASK_BYTES) \
             + (dropout == 2) * T * n * DROPOUT_MASK_BYTES
     return (rank > 0) * delta

@@ -185,7 +185,7 @@ def estimate_infer(setup: InferSetup, mach: Machine) -> Estimate:
     notes = _common_notes(mach)
     if mach.ceilings is not None:
         layer_weights = wt.layer_read_bytes(m, setup.quant, e, group)
-        decode = wt.decode_layer_read_bytes(m, setup.quant, e, group, dev.architecture, setup.batch, dev.kind)
+        decode = _decode_read_bytes(setup, setup.batch)
         metrics.update(_plain(infer_time(m, mach, dp=setup.dp, layer_weights=layer_weights, decode_weights=decode,
                                          **kw)))
         if decode != layer_weights:
@@ -202,17 +202,23 @@ def estimate_infer(setup: InferSetup, mach: Machine) -> Estimate:
     return Estimate(mn.INFER, setup.config(), metrics, notes)
 
 
+def _decode_read_bytes(setup: InferSetup, batch: int):
+    """What a decode step of `batch` sequences reads for a layer's weights on this device
+    (weights.decode_layer_read_bytes)."""
+    dev = setup.platform.device
+    return wt.decode_layer_read_bytes(setup.model, setup.quant, setup.e, setup.group_size, dev.architecture, batch,
+                                      dev.kind)
+
+
 def _batch_sweep(setup: InferSetup, mach: Machine, kw: dict, layer_weights: int, max_batch: int) -> list[dict]:
     """TTFT, TPOT and throughput at batch 1, 2, 4, ... up to the KV-cache capacity."""
     batches = [1 << i for i in range(max(max_batch, 1).bit_length()) if 1 << i <= max_batch]
     if max_batch > 0 and (not batches or batches[-1] != max_batch):
         batches.append(max_batch)
     rows = []
-    dev = setup.platform.device
     for b in batches:
-        decode = wt.decode_layer_read_bytes(setup.model, setup.quant, setup.e, setup.group_size, dev.architecture, b,
-                                            dev.kind)
-        t = infer_time(setup.model, mach, dp=setup.dp, layer_weights=layer_weights, decode_weights=decode,
+        t = infer_time(setup.model, mach, dp=setup.dp, layer_weights=layer_weights,
+                       decode_weights=_decode_read_bytes(setup, b),
                        **{**kw, "b": b})
         rows.append({"batch": b, mn.TTFT_S: float(t[mn.TIME][mn.TTFT_S]), mn.TPOT_S: float(t[mn.TIME][mn.TPOT_S]),
                      mn.TOKENS_PER_S: float(t[mn.TOKENS_PER_S])})

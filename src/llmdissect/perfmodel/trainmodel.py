@@ -75,7 +75,7 @@ def train_memory(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, o
     p, g, o = p + px, g + gx, o + ox
     # a frozen base (LoRA) is partitioned like the rest under ZeRO-3, and goes to the host with
     # the other parameters under params offload (FSDP's CPUOffload(offload_params=True), ZeRO-Infinity)
-    frozen_local = lora * frozen_weight_bytes / shard / (1 + (zero >= 3) * (dp - 1))
+    frozen_local = frozen_partition_bytes(lora, frozen_weight_bytes, shard, zero, dp)
     frozen = frozen_local * (off < 2)
     params = p + frozen
     lora_delta = lora * act.lora_layer_delta_bytes(m, b, s, e, lora_targets, lora_rank, lora_dropout, tp)
@@ -124,6 +124,12 @@ def deepspeed_zero12_extra_bytes(m: ModelSpec, e, zero, off, psi_partition, flat
     elements = m.params + (DEEPSPEED_REDUCE_BUCKET - m.params) * (m.params > DEEPSPEED_REDUCE_BUCKET)
     bucket = on * elements * (4 + (zero == 2) * (e - 4))
     return master, bucket
+
+
+def frozen_partition_bytes(lora, frozen_weight_bytes, shard, zero, dp):
+    """This device's part of a frozen LoRA base: its model shard's, partitioned over the dp
+    ranks under ZeRO-3 like the trainable parameters (0 without LoRA)."""
+    return lora * frozen_weight_bytes / shard / (1 + (zero >= 3) * (dp - 1))
 
 
 def zero3_gathered_bytes(m: ModelSpec, e, tp, pp, dp, lora=0, frozen_weight_bytes=0):
@@ -292,7 +298,7 @@ def train_time(m: ModelSpec, mach: Machine, *, b, s, ga, e, eager, rc, zero, off
         "cpu_adam_params_per_s"] + psi_local * 2 * e / host_bw
     # params offload: each micro-batch's forward and backward fetch this device's partition from
     # the host, a frozen LoRA base included
-    frozen_local = frozen_shard / (1 + (zero >= 3) * (dp - 1))
+    frozen_local = frozen_partition_bytes(lora, frozen_weight_bytes, shard_div(tp, pp), zero, dp)
     param_fetch = (off >= 2) * ga * 2 * (psi_local * e + frozen_local) / host_bw
     optimizer_s = (off < 1) * (on_device + optimizer_tensors(m, tensors, lora, len(lora_targets), flat, zero, dp, pp)
                                * c.optimizer_tensor_s) \

@@ -25,23 +25,22 @@ from typing import Optional
 from llmdissect.published.points import PublishedPoint
 
 DECODE_METRICS = ("tokens_per_s", "decode_tokens_per_s", "tpot_s")
-DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
 
-def implied_step_s(point: PublishedPoint, batch: int, output_len: int, replicas: int) -> float:
-    """The decode step time a published number implies: tokens/s counts the generated tokens of
-    every replica over the whole run (prefill inside it, so the step is shorter still)."""
+def implied_step_s(point: PublishedPoint, batch: int, replicas: int) -> float:
+    """The decode step time a published number implies: a step makes `batch` tokens on each
+    replica; tokens/s counts them over the whole run (prefill inside it, so a step is shorter
+    still)."""
     if point.metric == "tpot_s":
         return point.value
-    if point.metric == "decode_tokens_per_s":
-        return batch / point.value
-    return replicas * batch * output_len / point.value / output_len
+    return (1 if point.metric == "decode_tokens_per_s" else replicas) * batch / point.value
 
 
 def bandwidth_share(point: PublishedPoint, model=None) -> Optional[float]:
     """The share of the device's peak memory bandwidth the point's decode steps need for their
     weights alone (see the module docstring); None for points this does not bound (not
     inference, no estimate, another metric, or a device without a catalogued bandwidth)."""
+    from llmdissect.dtypes import dtype_bytes
     from llmdissect.perfmodel import moe
     from llmdissect.perfmodel import weights as wt
     from llmdissect.specs import get_model
@@ -58,10 +57,10 @@ def bandwidth_share(point: PublishedPoint, model=None) -> Optional[float]:
     if not bandwidth:
         return None
     group = int(options.get("group_size") or wt.INT4_GROUP)
-    e = DTYPE_BYTES.get(options.get("dtype"), 2)
+    e = dtype_bytes(options.get("dtype") or "bf16")
     weights = wt.model_weight_bytes(m, options.get("quant", "none"), e, group) \
         - (not m.tie_word_embeddings) * m.params_embedding * e
     # a pipeline's stages run one batch in turn: a step still reads every stage's share once
     floor_s = weights * float(moe.decode_weight_fraction(m, batch)) / tp / bandwidth
     replicas = max(1, int(options.get("gpus") or tp * pp) // (tp * pp))
-    return floor_s / implied_step_s(point, batch, int(options.get("output_len", 1)), replicas)
+    return floor_s / implied_step_s(point, batch, replicas)

@@ -102,19 +102,20 @@ def predict(point: PublishedPoint) -> Outcome:
         return Outcome(point, reason=f"the estimator has no model of {point.metric} for {kind} points")
     try:
         request = estimate_request(str(kind), **options)
+        model = _model(point, request.model)
         if request.kind == mn.SERVE:
             from llmdissect.analysis.serve_estimate import run_serve_estimate
 
-            est = run_serve_estimate(request, model=_model(point, request.model), profile={})
+            est = run_serve_estimate(request, model=model, profile={})
         else:
-            est = estimate_for(request, _model(point, request.model), {})
+            est = estimate_for(request, model, {})
     except UserError as e:
         return Outcome(point, reason=f"the estimator rejects it: {e}")
     predicted = _lookup(est.metrics, path)
     if predicted is None or predicted <= 0:
         return Outcome(point, reason=f"the estimate has no {point.metric}")
     fits = est.fits if mn.FITS in est.metrics else None  # a simulated serving run ran: it fit
-    share = bandwidth_share(point, _model(point, request.model))
+    share = bandwidth_share(point, model)
     return Outcome(point, predicted=predicted, mfu=_lookup(est.metrics, (mn.MFU,)), fits=fits, bandwidth_share=share)
 
 
